@@ -1,0 +1,31 @@
+"""Project-specific errors that are also builtin-compatible.
+
+Catching ``ValueError`` still catches a bad config; catching ``FarmError`` catches
+everything farm raises on purpose. Each error names the field/file and the value.
+"""
+
+from __future__ import annotations
+
+
+class FarmError(Exception):
+    """Base of every error farm raises deliberately."""
+
+
+class ConfigError(FarmError, ValueError):
+    """Invalid configuration: names the key and the offending value."""
+
+
+class TaskFormatError(FarmError, ValueError):
+    """A task directory or dataset row is malformed: names the file and the problem."""
+
+    def __init__(self, path: object, message: str) -> None:
+        self.path = str(path)
+        super().__init__(f"{path}: {message}")
+
+
+class UnsupportedTaskError(FarmError, RuntimeError):
+    """The task is well-formed but this backend cannot run it (e.g. it needs an image's contents)."""
+
+
+class StoreError(FarmError, RuntimeError):
+    """The result store could not be read or written."""

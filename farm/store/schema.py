@@ -1,0 +1,145 @@
+"""Row types of the result store and their Arrow schemas.
+
+``TrialResult`` is one finished attempt of one trial; ``StepRow`` is one model call of an
+agent loop. The Arrow schemas are derived from the dataclasses so that a new column is added
+in exactly one place; anything not known yet stays null.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pyarrow as pa
+
+# Closed taxonomy: every trial ends in exactly one of these (DESIGN.md "Error taxonomy").
+STATUSES = ("resolved", "unresolved", "model_error", "infra_error")
+Status = Literal["resolved", "unresolved", "model_error", "infra_error"]
+
+# Exit reasons of the agent loop (Leaf's set) plus farm's runner-level reasons.
+EXIT_REASONS = (
+    "agent",
+    "max_turns",
+    "max_time",
+    "max_context_len",
+    "max_tokens_per_turn",
+    "llm_query_error",
+    "tool_error",
+    "model_error",
+    "cancelled",
+    "infrastructure_error",
+)
+# Exit reasons that are graded (the vendor grades the final workspace at these limits).
+GRADED_EXIT_REASONS = frozenset(
+    {"agent", "max_turns", "max_time", "max_context_len", "max_tokens_per_turn"}
+)
+
+
+@dataclass
+class TrialResult:
+    # identity
+    run_id: str
+    trial_key: str
+    benchmark: str
+    task_id: str
+    seed: int
+    arm: str
+    attempt: int
+    model: str
+    # outcome
+    status: str  # one of STATUSES
+    reward: float | None = None
+    error_class: str | None = None  # finer cause inside the status, e.g. "sandbox_start"
+    error: str | None = None  # human-readable message for errors
+    exit_reason: str | None = None
+    grading_mode: str | None = None  # in_place | fresh
+    # work
+    steps: int | None = None
+    tool_calls: int | None = None
+    tool_calling_turns: int | None = None
+    parallel_call_turns: int | None = None
+    tool_parse_failures: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    context_tokens: int | None = None
+    # time
+    started_at: float | None = None  # unix seconds
+    finished_at: float | None = None
+    wall_s: float | None = None
+    llm_s: float | None = None
+    tool_s: float | None = None
+    verify_s: float | None = None
+    sandbox_start_s: float | None = None
+    sandbox_cpu_s: float | None = None
+    api_calls_start: int | None = None
+    api_calls_after_start: int | None = None
+    # provenance
+    image: str | None = None
+    sandbox_backend: str | None = None
+    agent_network: str | None = None
+    verifier_network: str | None = None
+    dataset_revision: str | None = None
+    harness: str | None = None
+    harness_version: str | None = None
+    config_hash: str | None = None
+    farm_version: str | None = None
+    reasoning_field: str | None = None  # "reasoning" (vLLM) | "reasoning_content" (SGLang)
+    patch_bytes: int | None = None
+    worker: str | None = None  # host/pid that ran the attempt
+
+
+@dataclass
+class StepRow:
+    run_id: str
+    trial_key: str
+    attempt: int
+    step: int
+    latency_s: float | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    context_tokens: int | None = None
+    n_tool_calls: int = 0
+    tool_names: list[str] = field(default_factory=list)
+    tool_durations_s: list[float] = field(default_factory=list)
+    tool_output_chars: list[int] = field(default_factory=list)
+    tool_s: float | None = None
+    # JSON text of the messages this step appended (assistant message + tool messages), so a
+    # trajectory is the concatenation of the steps and is never rewritten whole.
+    messages_json: str = "[]"
+
+
+_PRIMITIVE = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
+
+
+def _arrow_type(tp: Any) -> pa.DataType:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _arrow_type(args[0])
+    if origin is list:
+        (inner,) = typing.get_args(tp)
+        return pa.list_(_arrow_type(inner))
+    return _PRIMITIVE[tp]
+
+
+def arrow_schema(cls: type) -> pa.Schema:
+    hints = typing.get_type_hints(cls)
+    return pa.schema(
+        [pa.field(f.name, _arrow_type(hints[f.name])) for f in dataclasses.fields(cls)]
+    )
+
+
+TRIALS_SCHEMA = arrow_schema(TrialResult)
+STEPS_SCHEMA = arrow_schema(StepRow)
+
+
+def to_table(rows: list[Any], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_pylist([dataclasses.asdict(r) for r in rows], schema=schema)
