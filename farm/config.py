@@ -1,0 +1,390 @@
+"""Structured configuration: the schema (dataclasses), loading from conf/ and CLI overrides.
+
+The dataclass defaults ARE the embedded defaults: ``farm run`` with no conf/ directory at all
+still evaluates the bundled suite with the oracle policy. ``conf/farm.yaml`` mirrors them so
+that a newcomer can read what the defaults are.
+
+Command-line overrides follow the Hydra-like form people know:
+``benchmark=builtin`` selects ``conf/benchmark/builtin.yaml`` for the ``benchmark`` node,
+``experiment=demo`` overlays ``conf/experiment/demo.yaml`` at the root, and dotted keys
+(``run.seeds=3``) set single values. Unknown keys and wrong types fail with a ConfigError
+naming the key and the value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from farm.errors import ConfigError
+
+NODE_GROUPS = ("benchmark", "sandbox", "store", "model", "agent")
+ROOT_GROUPS = ("experiment",)
+
+
+@dataclass
+class BenchmarkConfig:
+    name: str = "builtin"
+    path: Optional[str] = None  # a directory of Harbor-format tasks (overrides the source)
+    task_ids: List[str] = field(default_factory=list)
+    limit: Optional[int] = None
+    cache_dir: str = "~/.cache/farm/tasks"
+
+
+@dataclass
+class LocalSandboxConfig:
+    root_dir: Optional[str] = None
+    allow_any_image: bool = False
+    limits: bool = True
+
+
+@dataclass
+class SandboxConfig:
+    backend: str = "local"  # local | kubernetes | docker
+    local: LocalSandboxConfig = field(default_factory=LocalSandboxConfig)
+    # Backend-specific settings validated by the backend's own dataclass.
+    kubernetes: Dict[str, Any] = field(default_factory=dict)
+    docker: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StoreConfig:
+    uri: str = "./farm-results"
+    endpoint_url: Optional[str] = None  # S3-compatible servers (SeaweedFS, MinIO, ...)
+    region: Optional[str] = None
+    batch_rows: int = 64
+    flush_interval_s: float = 5.0
+
+
+@dataclass
+class ServingConfig:
+    """How `farm serve` / `serve.enabled=true` deploys this model with Ray Serve LLM."""
+
+    source: Optional[str] = None  # hub id or local path of the checkpoint
+    engine_kwargs: Dict[str, Any] = field(default_factory=dict)
+    accelerator_type: Optional[str] = None
+    device: str = "gpu"  # gpu | cpu
+    num_replicas: int = 1
+    min_replicas: Optional[int] = None
+    max_replicas: Optional[int] = None
+    router: str = "PrefixCacheAffinityRouter"
+    runtime_env: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ModelConfig:
+    name: str = "oracle"
+    base_url: Optional[str] = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.6
+    max_tokens_per_turn: Optional[int] = 8192
+    timeout_s: float = 7200.0
+    max_retries: int = 5
+    parallel_tool_calls: bool = True
+    extra_body: Dict[str, Any] = field(default_factory=dict)
+    session_header: str = "X-Farm-Session"
+    serving: ServingConfig = field(default_factory=ServingConfig)
+
+
+@dataclass
+class AgentConfig:
+    # auto: the Leaf loop against model.base_url (or the served model) if one is configured,
+    # else the oracle policy. oracle / nop / scripted are local policy endpoints that the
+    # same Leaf loop talks to, so every run exercises the whole tool path.
+    name: str = "auto"  # auto | leaf | oracle | nop | scripted
+    script: Optional[str] = None  # YAML/JSON file of assistant turns for `scripted`
+    max_steps: int = 150
+    max_context_tokens: int = 131072
+    max_total_time_s: Optional[float] = None  # None: the task's agent timeout
+    tool_execution: str = "sequential"  # sequential | concurrent
+    concurrent_bash: bool = False
+    keep_reasoning: bool = True
+    system_prompt_file: Optional[str] = None
+    tools_file: Optional[str] = None
+    tokenizer: str = "qwen"  # qwen | tiktoken | bytes
+    read_output_chars: int = 20000
+    bash_output_chars: int = 30000
+    glob_limit: int = 1000
+    bash_timeout_s: float = 120.0
+    truncation: str = "head"  # head (Leaf) | head_tail
+
+
+@dataclass
+class GradeConfig:
+    mode: str = "in_place"  # in_place | fresh
+
+
+@dataclass
+class RunConfig:
+    id: Optional[str] = None
+    new: bool = False
+    seeds: int = 1
+    max_in_flight: int = 8
+    max_attempts: int = 3
+    retry_backoff_s: float = 1.0
+    executor: str = "ray"  # ray | local
+    ray_address: Optional[str] = None
+    workers: int = 2  # Ray worker actors; each drives many trials concurrently
+    progress: bool = True
+
+
+@dataclass
+class ServeConfig:
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8000
+    ready_timeout_s: float = 900.0
+
+
+@dataclass
+class ArmConfig:
+    name: str = "base"
+    overrides: List[str] = field(default_factory=list)
+
+
+@dataclass
+class ExperimentConfig:
+    name: str = "default"
+    arms: List[ArmConfig] = field(default_factory=list)
+
+
+@dataclass
+class ReportConfig:
+    claims_dir: Optional[str] = None
+    bootstrap: int = 2000
+    seed: int = 0
+    incomplete_threshold: float = 0.05
+
+
+@dataclass
+class FarmConfig:
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    grade: GradeConfig = field(default_factory=GradeConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    serve: ServeConfig = field(default_factory=ServeConfig)
+    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
+
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "sandbox.backend": ("local", "kubernetes", "docker"),
+    "agent.name": ("auto", "leaf", "oracle", "nop", "scripted"),
+    "agent.tool_execution": ("sequential", "concurrent"),
+    "agent.tokenizer": ("qwen", "tiktoken", "bytes"),
+    "agent.truncation": ("head", "head_tail"),
+    "grade.mode": ("in_place", "fresh"),
+    "run.executor": ("ray", "local"),
+    "model.serving.device": ("gpu", "cpu"),
+}
+POSITIVE: tuple[str, ...] = (
+    "run.seeds", "run.max_in_flight", "run.max_attempts", "run.workers", "agent.max_steps",
+    "store.batch_rows", "model.timeout_s", "agent.bash_timeout_s",
+)
+NON_NEGATIVE: tuple[str, ...] = (
+    "agent.max_context_tokens", "model.max_retries", "model.temperature", "run.retry_backoff_s",
+)
+
+# Settings that change how a run is executed but not what it measures; they are left out of
+# the config hash so that resuming with more workers or another store is the same run.
+NOT_HASHED = (
+    "run.id", "run.new", "run.max_in_flight", "run.executor", "run.ray_address", "run.workers",
+    "run.progress", "run.max_attempts", "run.retry_backoff_s", "store", "serve.host", "serve.port",
+    "serve.ready_timeout_s", "report", "sandbox.local.root_dir",
+)
+
+
+def conf_dir() -> Path:
+    """Where conf/ lives: $FARM_CONF_DIR, else the repository's conf/, else ./conf."""
+    env = os.environ.get("FARM_CONF_DIR")
+    if env:
+        return Path(env)
+    repo = Path(__file__).resolve().parent.parent / "conf"
+    if repo.is_dir():
+        return repo
+    return Path.cwd() / "conf"
+
+
+def _group_names(group: str, base: Path) -> list[str]:
+    d = base / group
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def _load_yaml(path: Path) -> DictConfig:
+    try:
+        cfg = OmegaConf.load(path)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except Exception as exc:  # yaml.YAMLError and friends: report the file, not the parser stack
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(cfg, DictConfig):
+        raise ConfigError(f"{path}: must be a YAML mapping, got {type(cfg).__name__}")
+    return cfg
+
+
+def _merge(base: DictConfig, other: Any, origin: str) -> DictConfig:
+    try:
+        return OmegaConf.merge(base, other)  # type: ignore[return-value]
+    except OmegaConfBaseException as exc:
+        raise ConfigError(_explain(exc, origin)) from None
+
+
+def _explain(exc: OmegaConfBaseException, origin: str) -> str:
+    key = getattr(exc, "full_key", None) or ""
+    msg = str(exc).splitlines()[0]
+    if "Key" in type(exc).__name__ or "not in struct" in msg:
+        return f"{origin}: unknown config key '{key}'"
+    value = getattr(exc, "value", None) if hasattr(exc, "value") else None
+    if value is not None:
+        return f"{origin}: invalid value {value!r} for '{key}': {msg}"
+    return f"{origin}: invalid config at '{key}': {msg}"
+
+
+def _split_overrides(overrides: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    groups, dotted = [], []
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like key=value")
+        key, value = item.split("=", 1)
+        key = key.strip()
+        if key.lstrip("+") in NODE_GROUPS + ROOT_GROUPS and not value.startswith(("{", "[")):
+            groups.append((key.lstrip("+"), value.strip()))
+        else:
+            dotted.append(f"{key.lstrip('+')}={value}")
+    return groups, dotted
+
+
+def load_config(
+    overrides: list[str] | None = None,
+    config_file: str | Path | None = None,
+    base_dir: Path | None = None,
+) -> FarmConfig:
+    """Build the validated config: defaults <- conf/farm.yaml <- groups <- file <- dotted keys."""
+    base = base_dir or conf_dir()
+    # Dataclass nodes are closed (unknown keys fail); Dict[str, Any] nodes stay open.
+    cfg: DictConfig = OmegaConf.structured(FarmConfig)
+    main = base / "farm.yaml"
+    if main.is_file():
+        cfg = _merge(cfg, _load_yaml(main), str(main))
+    groups, dotted = _split_overrides(list(overrides or []))
+    for group, name in groups:
+        path = base / group / f"{name}.yaml"
+        if not path.is_file():
+            raise ConfigError(
+                f"unknown {group} {name!r}: choose one of {_group_names(group, base)} "
+                f"(files in {base / group})"
+            )
+        data = _load_yaml(path)
+        cfg = _merge(cfg, data if group in ROOT_GROUPS else {group: data}, str(path))
+    if config_file is not None:
+        cfg = _merge(cfg, _load_yaml(Path(config_file)), str(config_file))
+    for item in dotted:
+        key, value = item.split("=", 1)
+        try:
+            parsed = OmegaConf.from_dotlist([item])
+        except Exception:
+            raise ConfigError(f"cannot parse override {item!r}") from None
+        try:
+            cfg = OmegaConf.merge(cfg, parsed)  # type: ignore[assignment]
+        except OmegaConfBaseException as exc:
+            name = type(exc).__name__
+            if "Key" in name or "struct" in str(exc):
+                raise ConfigError(f"unknown config key '{key}' (in override {item!r})") from None
+            raise ConfigError(f"invalid value {value!r} for '{key}': {str(exc).splitlines()[0]}") from None
+    try:
+        obj: FarmConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    except OmegaConfBaseException as exc:
+        raise ConfigError(_explain(exc, "config")) from None
+    validate(obj)
+    return obj
+
+
+def _get(cfg: FarmConfig, dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def validate(cfg: FarmConfig) -> None:
+    for key, choices in CHOICES.items():
+        value = _get(cfg, key)
+        if value not in choices:
+            raise ConfigError(f"invalid value {value!r} for '{key}': choose one of {list(choices)}")
+    for key in POSITIVE:
+        value = _get(cfg, key)
+        if value is None or value <= 0:
+            raise ConfigError(f"invalid value {value!r} for '{key}': must be > 0")
+    for key in NON_NEGATIVE:
+        value = _get(cfg, key)
+        if value is not None and value < 0:
+            raise ConfigError(f"invalid value {value!r} for '{key}': must be >= 0")
+    if cfg.agent.max_total_time_s is not None and cfg.agent.max_total_time_s <= 0:
+        raise ConfigError(
+            f"invalid value {cfg.agent.max_total_time_s!r} for 'agent.max_total_time_s': must be > 0"
+        )
+    if cfg.agent.name == "scripted" and not cfg.agent.script:
+        raise ConfigError("agent.name='scripted' needs agent.script=<file of assistant turns>")
+    if cfg.agent.name == "leaf" and not cfg.model.base_url and not cfg.serve.enabled:
+        raise ConfigError(
+            "agent.name='leaf' needs model.base_url=<OpenAI-compatible URL> or serve.enabled=true"
+        )
+    names = [a.name for a in cfg.experiment.arms]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"invalid value {names!r} for 'experiment.arms': arm names must be unique")
+    if cfg.store.uri.strip() == "":
+        raise ConfigError("invalid value '' for 'store.uri': give a directory or s3://bucket/prefix")
+
+
+def resolved_agent(cfg: FarmConfig) -> str:
+    """The policy the run actually uses (``auto`` resolved)."""
+    if cfg.agent.name != "auto":
+        return cfg.agent.name
+    return "leaf" if (cfg.model.base_url or cfg.serve.enabled) else "oracle"
+
+
+def to_dict(cfg: FarmConfig) -> dict[str, Any]:
+    return OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)  # type: ignore[return-value]
+
+
+def to_yaml(cfg: FarmConfig) -> str:
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def apply_overrides(cfg: FarmConfig, overrides: list[str]) -> FarmConfig:
+    """An arm's config: the run's config with the arm's dotted overrides on top."""
+    base = OmegaConf.structured(cfg)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"arm override {item!r} must look like key=value")
+        key, value = item.split("=", 1)
+        try:
+            base = OmegaConf.merge(base, OmegaConf.from_dotlist([item]))
+        except OmegaConfBaseException:
+            raise ConfigError(f"arm override: unknown key or bad value {value!r} for '{key}'") from None
+    obj: FarmConfig = OmegaConf.to_object(base)  # type: ignore[assignment]
+    validate(obj)
+    return obj
+
+
+def config_hash(cfg: FarmConfig) -> str:
+    """Stable hash of what a run measures (execution-only settings excluded)."""
+    data = to_dict(cfg)
+    for dotted in NOT_HASHED:
+        parts = dotted.split(".")
+        node = data
+        for part in parts[:-1]:
+            node = node.get(part, {})
+        node.pop(parts[-1], None)
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
