@@ -91,6 +91,9 @@ class TrialResult:
     reasoning_field: str | None = None  # "reasoning" (vLLM) | "reasoning_content" (SGLang)
     patch_bytes: int | None = None
     worker: str | None = None  # host/pid that ran the attempt
+    # unique per executed attempt: steps of an attempt that crashed before its trial row was
+    # committed carry a uid no trial row has, so they can never be mixed into a later attempt
+    attempt_uid: str | None = None
 
 
 @dataclass
@@ -99,6 +102,7 @@ class StepRow:
     trial_key: str
     attempt: int
     step: int
+    attempt_uid: str | None = None
     latency_s: float | None = None
     finish_reason: str | None = None
     prompt_tokens: int | None = None
