@@ -177,6 +177,23 @@ def read_reward(logs: Path) -> float | None:
     return None
 
 
+def split_report(logs: Path) -> list[str]:
+    """For unittest-graded tasks: problems with the FAIL_TO_PASS / PASS_TO_PASS split.
+
+    On the untouched environment every FAIL_TO_PASS test must fail (else it tests nothing)
+    and every PASS_TO_PASS test must pass (else the task is unsolvable as stated).
+    """
+    path = logs / "verifier" / "report.json"
+    if not path.exists():
+        return []
+    report = json.loads(path.read_text())
+    problems = [f"FAIL_TO_PASS {t} passes without the fix"
+                for t, s in report.get("fail_to_pass", {}).items() if s == "passed"]
+    problems += [f"PASS_TO_PASS {t} is {s} without the fix"
+                 for t, s in report.get("pass_to_pass", {}).items() if s != "passed"]
+    return problems
+
+
 def trial(task: Path, root: Path, solve: bool) -> tuple[float | None, float, float, str]:
     """Build, optionally run solve.sh, then test.sh. Returns (reward, agent_s, verify_s, log)."""
     build = build_task(task, root)
@@ -208,6 +225,10 @@ def trial(task: Path, root: Path, solve: bool) -> tuple[float | None, float, flo
     for name in ("agent/oracle.txt", "verifier/test-stdout.txt"):
         if (logs / name).exists():
             text += f"--- {name}\n" + (logs / name).read_text(errors="replace")[-3000:]
+    if not solve:
+        text = "\n".join(split_report(logs)) + "\n" + text
+        if split_report(logs):
+            raise CheckError("bad FAIL_TO_PASS / PASS_TO_PASS split:\n" + text)
     return read_reward(logs), agent_s, verify_s, text
 
 

@@ -4,17 +4,22 @@ Reads config.json beside this file:
   {"workdir": "/app", "files": {"<name in /tests>": "<path in the repo>"},
    "fail_to_pass": ["tests.test_x.Case.test_y", ...], "pass_to_pass": [...]}
 The reward is 1 only if every FAIL_TO_PASS and every PASS_TO_PASS test ran and passed;
-a test that is missing, skipped or errors counts as failed.
+a test that is missing, skipped, errors or hangs counts as failed. Each test runs in its own
+interpreter so that state one test leaves behind (the kind of bug these tasks are about)
+cannot decide another test's outcome.
 """
 
 import json
 import os
 import shutil
+import subprocess
 import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOG_DIR = "/logs/verifier"
+PER_TEST_TIMEOUT_S = 30
+STATUSES = ("passed", "failed", "skipped", "missing", "error")
 
 
 def restore_files(workdir: str, files: dict) -> None:
@@ -45,7 +50,27 @@ def run_one(test_id: str) -> str:
     return "passed"
 
 
+def run_isolated(test_id: str) -> str:
+    try:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", test_id],
+                              capture_output=True, text=True, timeout=PER_TEST_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        print(f"  {test_id} timed out after {PER_TEST_TIMEOUT_S}s")
+        return "timeout"
+    lines = proc.stdout.strip().splitlines()
+    status = lines[-1].removeprefix("status: ") if lines else ""
+    if status not in STATUSES or proc.returncode != 0:
+        status = "error"
+    if status != "passed":
+        print((proc.stdout + proc.stderr).rstrip())
+    return status
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--one"]:
+        sys.path.insert(0, os.getcwd())
+        print(f"status: {run_one(sys.argv[2])}")
+        return 0
     with open(os.path.join(HERE, "config.json")) as fh:
         config = json.load(fh)
     workdir = config["workdir"]
@@ -53,10 +78,9 @@ def main() -> int:
     try:
         restore_files(workdir, config.get("files", {}))
         os.chdir(workdir)
-        sys.path.insert(0, workdir)
         for group in ("fail_to_pass", "pass_to_pass"):
             for test_id in config[group]:
-                status = run_one(test_id)
+                status = run_isolated(test_id)
                 report[group][test_id] = status
                 print(f"{status.upper():8} {group.upper()} {test_id}", flush=True)
     finally:
