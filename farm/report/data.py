@@ -1,0 +1,208 @@
+"""What a report is computed from: one run's plan, trials, steps and metadata.
+
+The report never talks to a live system: everything comes from the four Parquet-backed tables
+of the result store, so any number can be traced back to rows and a config hash.
+``outcome_groups`` turns the plan and the trials into one (task × seed) status matrix per
+(benchmark, arm, model); every statistic downstream works on those matrices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from farm.errors import FarmError
+from farm.store.schema import STATUSES
+
+MISSING = "missing"
+# A cell's status: the trial's own status, or "missing" when the plan scheduled it and no
+# row exists. Order matters only for display.
+CELL_STATUSES = (*STATUSES, MISSING)
+# Outcomes the model is answerable for. model_error is the model's doing (invalid tool calls,
+# overflow on the first turn) and counts as a failure in both denominators; infra_error and
+# missing trials are excluded from the "graded" denominator only.
+GRADED = ("resolved", "unresolved", "model_error")
+
+PLAN_COLUMNS = ("trial_key", "benchmark", "task_id", "seed", "arm", "model")
+REQUIRED_META = ("run_id", "config_hash", "created_at", "farm_version", "config")
+
+
+class ReportInputError(FarmError, ValueError):
+    """A table or the run metadata handed to the report is malformed."""
+
+
+class RunStore(Protocol):
+    """The four reads the report needs from ``farm.store.ResultStore``."""
+
+    def read_trials(self, run_id: str) -> pa.Table: ...
+    def read_steps(self, run_id: str) -> pa.Table: ...
+    def read_plan(self, run_id: str) -> pa.Table: ...
+    def read_run_meta(self, run_id: str) -> dict: ...
+
+
+@dataclass
+class RunData:
+    meta: dict[str, Any]
+    plan: pa.Table
+    trials: pa.Table
+    steps: pa.Table | None = None
+
+    def __post_init__(self) -> None:
+        for key in REQUIRED_META:
+            if key not in self.meta:
+                raise ReportInputError(f"run metadata: missing field {key!r} (have {sorted(self.meta)})")
+        if not isinstance(self.meta["config"], dict):
+            raise ReportInputError(
+                f"run metadata: field 'config' must be a mapping, got {type(self.meta['config']).__name__}"
+            )
+        for name in ("trial_key", "benchmark", "task_id", "seed", "arm", "status", "attempt"):
+            if name not in self.trials.column_names:
+                raise ReportInputError(f"trials table of run {self.run_id}: missing column {name!r}")
+        if self.plan.num_rows:
+            for name in PLAN_COLUMNS:
+                if name not in self.plan.column_names:
+                    raise ReportInputError(f"plan table of run {self.run_id}: missing column {name!r}")
+
+    @property
+    def run_id(self) -> str:
+        return str(self.meta["run_id"])
+
+    @property
+    def config_hash(self) -> str:
+        return str(self.meta["config_hash"])
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.meta["config"]
+
+    @property
+    def model_name(self) -> str | None:
+        model = self.config.get("model") or {}
+        return model.get("name") if isinstance(model, dict) else None
+
+
+def load_run(store: RunStore, run_id: str) -> RunData:
+    """Read one run from the result store (the integrator's ``ResultStore`` or anything alike)."""
+    meta = dict(store.read_run_meta(run_id))
+    meta.setdefault("run_id", run_id)
+    return RunData(
+        meta=meta,
+        plan=store.read_plan(run_id),
+        trials=store.read_trials(run_id),
+        steps=store.read_steps(run_id),
+    )
+
+
+def latest_attempts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per trial_key: the highest attempt (the store de-duplicates too; be defensive)."""
+    best: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        key = row["trial_key"]
+        if key not in best or (row.get("attempt") or 0) >= (best[key].get("attempt") or 0):
+            best[key] = row
+    return list(best.values())
+
+
+@dataclass
+class Group:
+    """All scheduled trials of one (run, benchmark, arm, model) as a task × seed matrix."""
+
+    run_id: str
+    config_hash: str
+    benchmark: str
+    arm: str
+    model: str
+    tasks: list[str]
+    seeds: list[int]
+    status: np.ndarray  # (T, S) of CELL_STATUSES strings
+    trials: list[dict[str, Any]] = field(default_factory=list)  # latest attempt per trial
+    attempts: list[dict[str, Any]] = field(default_factory=list)  # every attempt (cost)
+
+    @property
+    def resolved(self) -> np.ndarray:
+        return self.status == "resolved"
+
+    @property
+    def graded(self) -> np.ndarray:
+        return np.isin(self.status, GRADED)
+
+    def count(self, status: str) -> int:
+        return int((self.status == status).sum())
+
+    @property
+    def scheduled(self) -> int:
+        return int(self.status.size)
+
+
+def _config_hashes(run: RunData, rows: list[dict[str, Any]]) -> str:
+    hashes = sorted({r["config_hash"] for r in rows if r.get("config_hash")})
+    return ",".join(hashes) if hashes else run.config_hash
+
+
+def outcome_groups(run: RunData) -> list[Group]:
+    """Status matrices for every (benchmark, arm, model) of the run.
+
+    Rows: all tasks the plan holds for the benchmark (the Avg@k denominator, shared by every
+    arm); columns: the seeds scheduled for that benchmark. A cell the plan does not hold and no
+    trial fills is also "missing": a ragged plan is treated as a failure to run, never as a
+    smaller denominator.
+    """
+    attempts = run.trials.to_pylist()
+    latest = latest_attempts(attempts)
+    plan = run.plan.to_pylist() if run.plan.num_rows else []
+    default_model = run.model_name or ""
+
+    cells: dict[tuple[str, str, str], dict[tuple[str, int], str]] = {}
+    tasks: dict[str, set[str]] = {}
+    seeds: dict[str, set[int]] = {}
+    for p in plan:
+        key = (p["benchmark"], p["arm"], p.get("model") or default_model)
+        cells.setdefault(key, {})[(p["task_id"], int(p["seed"]))] = MISSING
+        tasks.setdefault(p["benchmark"], set()).add(p["task_id"])
+        seeds.setdefault(p["benchmark"], set()).add(int(p["seed"]))
+    by_group: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for t in latest:
+        if t["status"] not in STATUSES:
+            raise ReportInputError(
+                f"trials table of run {run.run_id}: trial {t['trial_key']} has status "
+                f"{t['status']!r}, expected one of {STATUSES}"
+            )
+        key = (t["benchmark"], t["arm"], t.get("model") or default_model)
+        cells.setdefault(key, {})[(t["task_id"], int(t["seed"]))] = t["status"]
+        tasks.setdefault(t["benchmark"], set()).add(t["task_id"])
+        seeds.setdefault(t["benchmark"], set()).add(int(t["seed"]))
+        by_group.setdefault(key, []).append(t)
+    keys_of = {t["trial_key"]: (t["benchmark"], t["arm"], t.get("model") or default_model) for t in latest}
+    all_attempts: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for a in attempts:
+        all_attempts.setdefault(keys_of[a["trial_key"]], []).append(a)
+
+    groups = []
+    for key in sorted(cells):
+        bench, arm, model = key
+        task_list = sorted(tasks[bench])
+        seed_list = sorted(seeds[bench])
+        ti = {t: i for i, t in enumerate(task_list)}
+        si = {s: j for j, s in enumerate(seed_list)}
+        status = np.full((len(task_list), len(seed_list)), MISSING, dtype=object)
+        for (task, seed), st in cells[key].items():
+            status[ti[task], si[seed]] = st
+        rows = by_group.get(key, [])
+        groups.append(
+            Group(
+                run_id=run.run_id,
+                config_hash=_config_hashes(run, rows),
+                benchmark=bench,
+                arm=arm,
+                model=model,
+                tasks=task_list,
+                seeds=seed_list,
+                status=status.astype(str),
+                trials=rows,
+                attempts=all_attempts.get(key, []),
+            )
+        )
+    return groups

@@ -1,0 +1,341 @@
+"""Everything a report shows, computed once from the runs and laid out as tables.
+
+Each table keeps raw values (written to CSV) and a display layout (Markdown / HTML). Every row
+carries the run id and the config hash its numbers came from.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from farm.report.ablation import ArmRow, ablation_rows, tool_turns
+from farm.report.claims import ClaimsRegistry
+from farm.report.cost import COST_FIELDS, CostRow, cost_rows
+from farm.report.data import CELL_STATUSES, Group, RunData, outcome_groups
+from farm.report.stats import BootstrapOptions, GroupStats, group_stats
+from farm.report.verdicts import Verdict, verdicts
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """Mirrors ``report.*`` of the farm config (farm/config.py ReportConfig)."""
+
+    bootstrap: int = 2000
+    seed: int = 0
+    level: float = 0.95
+    incomplete_threshold: float = 0.05
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any] | None) -> "ReportOptions":
+        rep = (config or {}).get("report") or {}
+        return cls(
+            bootstrap=int(rep.get("bootstrap", cls.bootstrap)),
+            seed=int(rep.get("seed", cls.seed)),
+            incomplete_threshold=float(rep.get("incomplete_threshold", cls.incomplete_threshold)),
+        )
+
+    @property
+    def bootstrap_options(self) -> BootstrapOptions:
+        return BootstrapOptions(samples=self.bootstrap, seed=self.seed, level=self.level)
+
+
+def fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return "–" if math.isnan(value) else f"{value:.{digits}f}"
+    return str(value)
+
+
+def fmt_ci(lo: float, hi: float) -> str:
+    return "–" if math.isnan(lo) or math.isnan(hi) else f"[{lo:.1f}, {hi:.1f}]"
+
+
+Column = tuple[str, Callable[[dict[str, Any]], str]]
+
+
+@dataclass
+class Table:
+    name: str  # CSV file stem
+    title: str
+    rows: list[dict[str, Any]]
+    display: list[Column]
+    note: str = ""
+
+
+def _trace_columns() -> list[Column]:
+    return [("run", lambda r: str(r["run_id"])), ("config", lambda r: str(r["config_hash"])[:12])]
+
+
+@dataclass
+class ReportContent:
+    runs: list[RunData]
+    options: ReportOptions
+    registry: ClaimsRegistry
+    groups: list[Group] = field(default_factory=list)
+    stats: list[GroupStats] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+    ablation: list[ArmRow] = field(default_factory=list)
+    cost: list[CostRow] = field(default_factory=list)
+    parallel: dict[tuple[str, str, str, str], tuple[int, int]] = field(default_factory=dict)
+    tables: list[Table] = field(default_factory=list)
+
+
+def compute(runs: list[RunData], registry: ClaimsRegistry, options: ReportOptions) -> ReportContent:
+    content = ReportContent(runs=runs, options=options, registry=registry)
+    bopts = options.bootstrap_options
+    for run in runs:
+        groups = outcome_groups(run)
+        stats = [group_stats(g, bopts) for g in groups]
+        content.groups += groups
+        content.stats += stats
+        content.ablation += ablation_rows(run, groups, stats, bopts)
+        content.cost += cost_rows(run, groups)
+        for g in groups:
+            content.parallel[(g.run_id, g.benchmark, g.arm, g.model)] = tool_turns(g.trials, run.steps)
+    content.verdicts = verdicts(content.stats, registry, options.incomplete_threshold)
+    content.tables = _tables(content)
+    return content
+
+
+def _ident(s: Any) -> dict[str, Any]:
+    return {
+        "run_id": s.run_id,
+        "config_hash": s.config_hash,
+        "benchmark": s.benchmark,
+        "arm": s.arm,
+        "model": s.model,
+    }
+
+
+def _tables(c: ReportContent) -> list[Table]:
+    tables = []
+    max_k = max((s.k for s in c.stats), default=0)
+
+    results = []
+    for s in c.stats:
+        tct, pct = c.parallel.get((s.run_id, s.benchmark, s.arm, s.model), (0, 0))
+        row = {
+            **_ident(s),
+            "tasks": s.n_tasks,
+            "k": s.k,
+            "scheduled": s.scheduled,
+            "avg_at_k": s.avg_at_k,
+            "ci_low": s.ci_low,
+            "ci_high": s.ci_high,
+            "per_seed": " / ".join(fmt(v) for v in s.per_seed),
+            "graded": s.graded,
+            "graded_rate": s.graded_rate,
+            "graded_ci_low": s.graded_ci_low,
+            "graded_ci_high": s.graded_ci_high,
+            "flip_rate": s.flip_rate,
+            **{f"pass_at_{j}": s.pass_at.get(j, math.nan) for j in range(1, max_k + 1)},
+            **{st: s.counts[st] for st in CELL_STATUSES},
+            "tool_calling_turns": tct,
+            "parallel_call_turns": pct,
+            "parallel_rate": 100.0 * pct / tct if tct else math.nan,
+        }
+        results.append(row)
+    tables.append(
+        Table(
+            "results",
+            "Resolve rates",
+            results,
+            [
+                ("benchmark", lambda r: r["benchmark"]),
+                ("arm", lambda r: r["arm"]),
+                ("model", lambda r: r["model"]),
+                ("tasks × k", lambda r: f"{r['tasks']} × {r['k']}"),
+                ("Avg@k % (all scheduled)", lambda r: fmt(r["avg_at_k"])),
+                ("95% CI", lambda r: fmt_ci(r["ci_low"], r["ci_high"])),
+                ("per seed", lambda r: r["per_seed"]),
+                ("graded-only %", lambda r: f"{fmt(r['graded_rate'])} of {r['graded']}"),
+                ("graded CI", lambda r: fmt_ci(r["graded_ci_low"], r["graded_ci_high"])),
+                *[(f"pass@{j}", (lambda j: lambda r: fmt(r[f"pass_at_{j}"]))(j)) for j in range(1, max_k + 1)],
+                ("flip %", lambda r: fmt(r["flip_rate"])),
+                ("parallel-call turns %", lambda r: fmt(r["parallel_rate"], 2)),
+                *_trace_columns(),
+            ],
+            note="Avg@k counts infra errors and missing trials as failures over all tasks of the "
+            "benchmark; graded-only excludes them. CIs: seeded two-stage bootstrap "
+            f"(tasks, then seeds within task), B={c.options.bootstrap}, seed={c.options.seed}.",
+        )
+    )
+
+    outcomes = [{**_ident(s), **{st: s.counts[st] for st in CELL_STATUSES}, "scheduled": s.scheduled} for s in c.stats]
+    tables.append(
+        Table(
+            "outcomes",
+            "Outcomes per class (infra errors and missing trials shown separately)",
+            outcomes,
+            [
+                ("benchmark", lambda r: r["benchmark"]),
+                ("arm", lambda r: r["arm"]),
+                ("scheduled", lambda r: str(r["scheduled"])),
+                *[(st, (lambda st: lambda r: str(r[st]))(st)) for st in CELL_STATUSES],
+                *_trace_columns(),
+            ],
+        )
+    )
+
+    errors = []
+    for s in c.stats:
+        for (status, cls), n in sorted(s.error_classes.items()):
+            errors.append({**_ident(s), "status": status, "error_class": cls, "count": n})
+    tables.append(
+        Table(
+            "error_classes",
+            "Error classes",
+            errors,
+            [
+                ("benchmark", lambda r: r["benchmark"]),
+                ("arm", lambda r: r["arm"]),
+                ("status", lambda r: r["status"]),
+                ("error class", lambda r: r["error_class"]),
+                ("trials", lambda r: str(r["count"])),
+                *_trace_columns(),
+            ],
+        )
+    )
+
+    exits = []
+    for g in c.groups:
+        counts = Counter(t.get("exit_reason") or "-" for t in g.trials)
+        for reason, n in sorted(counts.items()):
+            exits.append({**_ident(g), "exit_reason": reason, "count": n})
+    tables.append(
+        Table(
+            "exit_reasons",
+            "Stop reasons",
+            exits,
+            [
+                ("benchmark", lambda r: r["benchmark"]),
+                ("arm", lambda r: r["arm"]),
+                ("exit reason", lambda r: r["exit_reason"]),
+                ("trials", lambda r: str(r["count"])),
+                *_trace_columns(),
+            ],
+        )
+    )
+
+    seeds = []
+    for s in c.stats:
+        for seed, all_rate, graded in zip(s.seeds, s.per_seed, s.graded_per_seed):
+            seeds.append({**_ident(s), "seed": seed, "rate_all_scheduled": all_rate, "rate_graded": graded})
+    passk = []
+    for s in c.stats:
+        for j, v in s.pass_at.items():
+            passk.append({**_ident(s), "k": j, "pass_at_k": v})
+
+    verdict_rows = [
+        {
+            "run_id": v.run_id,
+            "config_hash": v.config_hash,
+            "model": v.model,
+            "benchmark": v.benchmark,
+            "arm": v.arm,
+            "claim": v.claim.value,
+            "claim_metric": v.claim.metric,
+            "claim_source": v.claim.source,
+            "measured": v.measured,
+            "measured_k": v.k,
+            "ci_low": v.ci_low,
+            "ci_high": v.ci_high,
+            "delta_pts": v.delta_pts,
+            "infra_or_missing_share": v.infra_or_missing_share,
+            "verdict": v.verdict,
+            "verdict_text": v.text,
+            "note": v.note,
+        }
+        for v in c.verdicts
+    ]
+    tables.insert(
+        0,
+        Table(
+            "verdicts",
+            "Claims versus measurements",
+            verdict_rows,
+            [
+                ("model", lambda r: r["model"]),
+                ("benchmark", lambda r: r["benchmark"]),
+                ("arm", lambda r: r["arm"]),
+                ("claim", lambda r: f"{fmt(r['claim'])} ({r['claim_metric']})"),
+                ("measured", lambda r: f"{fmt(r['measured'])} (avg@{r['measured_k']})" if r["measured_k"] else "–"),
+                ("95% CI", lambda r: fmt_ci(r["ci_low"], r["ci_high"])),
+                ("verdict", lambda r: r["verdict_text"]),
+                ("note", lambda r: r["note"]),
+                ("source", lambda r: r["claim_source"]),
+                *_trace_columns(),
+            ],
+            note=f"reproduced = claim inside our 95% CI; incomplete = more than "
+            f"{100 * c.options.incomplete_threshold:.0f}% of scheduled trials are infra errors or missing.",
+        ),
+    )
+
+    if c.ablation:
+        abl = [vars(a).copy() for a in c.ablation]
+        tables.append(
+            Table(
+                "ablation",
+                "Ablation: arms against the baseline (paired on the same tasks and seeds)",
+                abl,
+                [
+                    ("benchmark", lambda r: r["benchmark"]),
+                    ("arm", lambda r: r["arm"] + (" (baseline)" if r["is_baseline"] else "")),
+                    ("overrides", lambda r: r["overrides"] or "–"),
+                    ("resolve %", lambda r: fmt(r["resolve_rate"])),
+                    ("95% CI", lambda r: fmt_ci(r["ci_low"], r["ci_high"])),
+                    ("Δ vs baseline (pts)", lambda r: "–" if r["is_baseline"] else fmt(r["delta_pts"])),
+                    ("Δ 95% CI", lambda r: "–" if r["is_baseline"] else fmt_ci(r["delta_ci_low"], r["delta_ci_high"])),
+                    ("McNemar b/c, p", lambda r: "–" if r["is_baseline"] else f"{r['mcnemar_b']}/{r['mcnemar_c']}, p={r['mcnemar_p']:.3g}"),
+                    ("parallel-call turns %", lambda r: fmt(r["parallel_rate"], 2)),
+                    ("steps/trial", lambda r: fmt(r["steps_mean"])),
+                    ("tokens/trial", lambda r: fmt(r["tokens_mean"], 0)),
+                    ("wall s/trial", lambda r: fmt(r["wall_s_mean"])),
+                    *_trace_columns(),
+                ],
+                note="McNemar: exact test on per-task majority outcomes (a task counts as resolved "
+                "when more than half of its seeds resolved); b = baseline only, c = arm only.",
+            )
+        )
+
+    cost = []
+    for r in c.cost:
+        row = {**_ident(r), "trials": r.trials, "attempts": r.attempts, "resolved": r.resolved}
+        for f in (*COST_FIELDS, "gpu_s"):
+            row[f"total_{f}"] = r.totals[f]
+            row[f"{f}_per_trial"] = r.per_trial[f]
+            row[f"{f}_per_resolved"] = r.per_resolved[f]
+        cost.append(row)
+
+    def per(f: str, digits: int = 0) -> Column:
+        return (f"{f} /trial · /resolved", lambda r: f"{fmt(r[f + '_per_trial'], digits)} · {fmt(r[f + '_per_resolved'], digits)}")
+
+    tables.append(
+        Table(
+            "cost",
+            "Cost per trial and per resolved trial",
+            cost,
+            [
+                ("benchmark", lambda r: r["benchmark"]),
+                ("arm", lambda r: r["arm"]),
+                ("trials (attempts)", lambda r: f"{r['trials']} ({r['attempts']})"),
+                ("resolved", lambda r: str(r["resolved"])),
+                per("prompt_tokens"),
+                per("cached_tokens"),
+                per("completion_tokens"),
+                per("llm_s", 1),
+                per("sandbox_cpu_s", 1),
+                per("gpu_s", 1),
+                *_trace_columns(),
+            ],
+            note="Totals include every attempt (retried infra errors too). GPU seconds are the run's "
+            "serving GPU time, split by LLM seconds; – when the run did not serve the model.",
+        )
+    )
+    tables.append(Table("per_seed", "Per-seed resolve rates", seeds, [], note="CSV only"))
+    tables.append(Table("pass_at_k", "pass@k", passk, [], note="CSV only"))
+    return tables
