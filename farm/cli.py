@@ -1,0 +1,168 @@
+"""The `farm` command: run, report, tasks, validate, serve, gc.
+
+Every subcommand takes config overrides as trailing ``key=value`` words (``benchmark=builtin``,
+``run.seeds=3``). Errors farm raises on purpose are printed as one line naming the field and
+the value, with exit code 2; tracebacks are for bugs only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from farm.config import FarmConfig, load_config
+from farm.errors import FarmError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _cfg(args: argparse.Namespace) -> FarmConfig:
+    return load_config(list(args.overrides), config_file=getattr(args, "config", None))
+
+
+# -- run -------------------------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    from farm.run.progress import RunProgress
+    from farm.run.driver import run_experiment
+
+    cfg = _cfg(args)
+
+    async def main() -> Any:
+        with RunProgress(enabled=cfg.run.progress and not args.quiet, console=console) as progress:
+            if cfg.serve.enabled:
+                from farm.serve.cli import served
+
+                async with served(cfg) as base_url:
+                    cfg.model.base_url = base_url
+                    return await run_experiment(cfg, progress=progress.hook)
+            return await run_experiment(cfg, progress=progress.hook)
+
+    summary = asyncio.run(main())
+    console.print(
+        f"run [bold]{summary.run_id}[/] (config {summary.config_hash}): {summary.planned} trials planned, "
+        f"{summary.skipped} already finished, {summary.executed_attempts} attempts now "
+        f"({summary.retried} retries) in {summary.wall_s:.1f}s; store {summary.store_uri}"
+    )
+    _print_report(cfg.store.uri, cfg.store.endpoint_url, cfg.store.region, [summary.run_id])
+    return 0
+
+
+# -- report ----------------------------------------------------------------------------------
+def _print_report(uri: str, endpoint: str | None, region: str | None, run_ids: list[str], out: str | None = None) -> None:
+    from farm.report.cli import print_and_render
+
+    print_and_render(uri, endpoint, region, run_ids, out_dir=out, console=console)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    cfg = _cfg(args)
+    uri = args.store or cfg.store.uri
+    _print_report(uri, cfg.store.endpoint_url, cfg.store.region, [args.run, *args.compare], out=args.out)
+    return 0
+
+
+# -- tasks -----------------------------------------------------------------------------------
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from farm.tasks.harbor import load_harbor_dir
+    from farm.tasks.registry import load_benchmark
+
+    if args.path:
+        tasks = load_harbor_dir(Path(args.path), Path(args.path).name)
+    else:
+        tasks = load_benchmark(_cfg(args).benchmark)
+    table = Table(title=f"{len(tasks)} tasks")
+    for col in ("benchmark", "task_id", "image", "workdir", "network (agent/verifier)", "timeouts (agent/verifier)", "oracle"):
+        table.add_column(col)
+    for t in tasks:
+        table.add_row(
+            t.benchmark, t.task_id, t.environment.image or "-", t.workdir,
+            f"{t.agent_network}/{t.verifier_network}", f"{t.agent_timeout_s:g}s/{t.verifier_timeout_s:g}s",
+            "yes" if t.solution_dir else "no",
+        )
+    console.print(table)
+    return 0
+
+
+# -- validate --------------------------------------------------------------------------------
+def cmd_validate(args: argparse.Namespace) -> int:
+    from farm.config import config_hash, to_yaml
+    from farm.tasks.registry import load_benchmark
+
+    cfg = _cfg(args)
+    tasks = load_benchmark(cfg.benchmark)
+    if args.show:
+        console.print(to_yaml(cfg))
+    console.print(f"config ok (hash {config_hash(cfg)}); benchmark {cfg.benchmark.name!r}: {len(tasks)} tasks")
+    return 0
+
+
+# -- serve / gc ------------------------------------------------------------------------------
+def cmd_serve(args: argparse.Namespace) -> int:
+    from farm.serve.cli import serve_main
+
+    return serve_main(_cfg(args))
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    from farm.sandbox.gc import gc_main
+
+    return gc_main(_cfg(args), dry_run=args.dry_run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="farm", description="Evaluation farm for tool-calling coding agents.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(name: str, fn: Any, help: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help)
+        sp.add_argument("overrides", nargs="*", help="config overrides: group=name or dotted.key=value")
+        sp.add_argument("--config", help="a YAML file merged over the defaults (before the overrides)")
+        sp.set_defaults(fn=fn)
+        return sp
+
+    r = add("run", cmd_run, "run an evaluation (resumes if the run exists)")
+    r.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    rep = sub.add_parser("report", help="summarise and render a run from its Parquet")
+    rep.add_argument("run", help="run id")
+    rep.add_argument("--compare", nargs="*", default=[], help="more run ids to compare")
+    rep.add_argument("--store", help="store URI (default: store.uri of the config)")
+    rep.add_argument("--out", help="directory for report.md / report.html / CSVs")
+    rep.add_argument("overrides", nargs="*", default=[])
+    rep.add_argument("--config")
+    rep.set_defaults(fn=cmd_report)
+    t = sub.add_parser("tasks", help="task operations")
+    tsub = t.add_subparsers(dest="tasks_command", required=True)
+    tl = tsub.add_parser("list", help="list the tasks of a benchmark or directory")
+    tl.add_argument("--path", help="a directory of Harbor-format tasks")
+    tl.add_argument("overrides", nargs="*", default=[])
+    tl.add_argument("--config")
+    tl.set_defaults(fn=cmd_tasks)
+    v = add("validate", cmd_validate, "load and validate the config and the benchmark")
+    v.add_argument("--show", action="store_true", help="print the resolved config")
+    add("serve", cmd_serve, "serve a model with Ray Serve LLM + vLLM (blocks; Ctrl-C stops)")
+    g = add("gc", cmd_gc, "delete Kubernetes sandboxes of runs that are no longer alive")
+    g.add_argument("--dry-run", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except FarmError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        err_console.print("interrupted: finished trials are stored; run the same command again to resume")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""The run driver: plan, resume, bounded fan-out, retries of infra errors, single writer.
+
+A run is identified by its run id (derived from the config hash unless given). Re-running the
+same command resumes: finished trials are skipped, infra errors and never-finished trials
+re-run with the next attempt number. Rows are committed by one BatchWriter, after the trial's
+artifacts, so the store never holds a trial row whose artifacts are missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import farm
+from farm.config import FarmConfig, apply_overrides, config_hash, resolved_agent, to_dict
+from farm.errors import ConfigError
+from farm.run.plan import TrialSpec, build_plan, resume
+from farm.run.trial import TrialOutcome
+from farm.run.workers import TrialJob, make_executor
+from farm.store.results import ResultStore
+from farm.store.writer import BatchWriter
+from farm.tasks.model import Task
+from farm.tasks.registry import load_benchmark
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    config_hash: str
+    planned: int
+    skipped: int
+    executed_attempts: int = 0
+    counts: dict[str, int] = field(default_factory=dict)  # final status of trials run now
+    retried: int = 0
+    wall_s: float = 0.0
+    store_uri: str = ""
+
+
+def derive_run_id(cfg: FarmConfig) -> str:
+    if cfg.run.id:
+        return cfg.run.id
+    base = cfg.experiment.name if cfg.experiment.name != "default" else cfg.benchmark.name
+    rid = f"{base}-{config_hash(cfg)[:10]}"
+    if cfg.run.new:
+        rid += time.strftime("-%Y%m%d-%H%M%S")
+    return rid
+
+
+def arms_of(cfg: FarmConfig) -> list[tuple[str, FarmConfig]]:
+    if not cfg.experiment.arms:
+        return [("base", cfg)]
+    return [(a.name, apply_overrides(cfg, list(a.overrides))) for a in cfg.experiment.arms]
+
+
+def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            out += _diff(a.get(k), b.get(k), f"{prefix}{k}.")
+        return out
+    return [] if a == b else [f"{prefix[:-1]}: {a!r} -> {b!r}"]
+
+
+def open_run(cfg: FarmConfig, store: ResultStore, run_id: str, plan: list[TrialSpec]) -> dict[str, Any]:
+    """Create the run's metadata, or check that an existing run has the same config."""
+    chash = config_hash(cfg)
+    meta = store.read_run_meta(run_id)
+    if meta is not None:
+        if meta.get("config_hash") != chash:
+            changes = _diff(meta.get("config", {}), to_dict(cfg))
+            shown = "; ".join(c for c in changes if not c.startswith(("run.", "store.")))[:800]
+            raise ConfigError(
+                f"run {run_id!r} already exists in {store.uri} with config hash {meta.get('config_hash')}, "
+                f"but this config hashes to {chash} (changed: {shown or 'execution settings'}). "
+                "Pass run.new=true to start a new run, or run.id=<other id>."
+            )
+        return meta
+    meta = {
+        "run_id": run_id,
+        "config_hash": chash,
+        "config": to_dict(cfg),
+        "created_at": time.time(),
+        "farm_version": farm.__version__,
+        "arms": [name for name, _ in arms_of(cfg)],
+    }
+    store.write_run_meta(run_id, meta)
+    store.write_plan(run_id, [s.plan_row() for s in plan])
+    return meta
+
+
+ProgressHook = Callable[[str, TrialOutcome | None], None]
+
+
+async def run_experiment(
+    cfg: FarmConfig,
+    *,
+    tasks: list[Task] | None = None,
+    progress: ProgressHook | None = None,
+) -> RunSummary:
+    t0 = time.monotonic()
+    tasks = tasks if tasks is not None else load_benchmark(cfg.benchmark)
+    arms = arms_of(cfg)
+    run_id = derive_run_id(cfg)
+    plan = build_plan(run_id, tasks, cfg.run.seeds, [(name, a.model.name) for name, a in arms])
+    store = ResultStore.open(cfg.store.uri, cfg.store.endpoint_url, cfg.store.region)
+    open_run(cfg, store, run_id, plan)
+    state = resume(plan, store.read_trials(run_id, dedupe=False))
+    summary = RunSummary(run_id, config_hash(cfg), len(plan), state.finished, store_uri=store.uri)
+    by_task = {(t.benchmark, t.task_id): t for t in tasks}
+    arm_cfg = dict(arms)
+    for name, acfg in arms:
+        if resolved_agent(acfg) == "leaf" and not acfg.model.base_url:
+            raise ConfigError(f"arm {name!r}: the leaf policy needs model.base_url (or serve.enabled=true)")
+
+    writer = BatchWriter(store, run_id, cfg.store.batch_rows, cfg.store.flush_interval_s)
+    executor = make_executor(cfg)
+    sem = asyncio.Semaphore(cfg.run.max_in_flight)
+
+    async def one(spec: TrialSpec) -> None:
+        attempt = state.next_attempt[spec.trial_key]
+        for i in range(cfg.run.max_attempts):
+            job = TrialJob(spec, by_task[(spec.benchmark, spec.task_id)], arm_cfg[spec.arm], attempt + i)
+            async with sem:
+                if progress:
+                    progress("start", None)
+                outcome = await executor.submit(job)
+            for name, data in outcome.artifacts.items():
+                store.write_artifact(run_id, spec.trial_key, outcome.result.attempt, name, data)
+            writer.add(outcome.result, outcome.steps)
+            summary.executed_attempts += 1
+            status = outcome.result.status
+            last = status != "infra_error" or i == cfg.run.max_attempts - 1
+            if progress:
+                progress("retry" if not last else "done", outcome)
+            if last:
+                summary.counts[status] = summary.counts.get(status, 0) + 1
+                return
+            summary.retried += 1
+            await asyncio.sleep(cfg.run.retry_backoff_s * (2**i))
+
+    if progress:
+        progress("plan", len(state.todo))
+    await executor.start()
+    try:
+        results = await asyncio.gather(*[one(s) for s in state.todo], return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+    finally:
+        with contextlib.suppress(Exception):
+            writer.close()
+        await executor.close()
+    summary.wall_s = time.monotonic() - t0
+    return summary

@@ -1,0 +1,214 @@
+"""One trial attempt, end to end: sandbox -> agent -> patch -> grade -> TrialResult.
+
+Every exit path produces exactly one TrialResult with a status from the closed taxonomy, or
+raises ``asyncio.CancelledError`` (the run was stopped: no row, the trial stays unfinished and
+re-runs on resume). Infrastructure failures never become "unresolved".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import farm
+from farm.config import FarmConfig, config_hash
+from farm.errors import UnsupportedTaskError
+from farm.grade.harbor import GradeResult, run_harbor_verifier
+from farm.grade.patch import PatchError, apply_patch, capture_patch
+from farm.run.plan import TrialSpec
+from farm.sandbox.base import Sandbox, SandboxError
+from farm.store.schema import StepRow, TrialResult
+from farm.tasks.model import Task
+
+SandboxFactory = Callable[[Task, FarmConfig], Sandbox]
+
+# Agent exit reasons that mean the infrastructure (endpoint, sandbox transport) failed.
+INFRA_EXIT_REASONS = frozenset({"llm_query_error", "tool_error"})
+
+
+@dataclass
+class TrialOutcome:
+    """What a worker sends back to the driver: the row, its steps and its artifacts."""
+
+    result: TrialResult
+    steps: list[StepRow] = field(default_factory=list)
+    artifacts: dict[str, bytes] = field(default_factory=dict)
+
+
+def make_sandbox(task: Task, cfg: FarmConfig, network: str | None = None) -> Sandbox:
+    backend = cfg.sandbox.backend
+    if backend == "local":
+        from farm.sandbox.local import LocalSandbox
+
+        local = cfg.sandbox.local
+        return LocalSandbox(
+            task,
+            network=network,
+            root_dir=os.path.expanduser(local.root_dir) if local.root_dir else None,
+            allow_any_image=local.allow_any_image,
+            limits=local.limits,
+        )
+    if backend == "kubernetes":
+        from farm.sandbox.kubernetes import make_kubernetes_sandbox
+
+        return make_kubernetes_sandbox(task, cfg, network=network)
+    from farm.sandbox.container import make_container_sandbox
+
+    return make_container_sandbox(task, cfg, network=network)
+
+
+def _base_row(spec: TrialSpec, attempt: int, cfg: FarmConfig, task: Task, uid: str) -> TrialResult:
+    return TrialResult(
+        run_id=spec.run_id, trial_key=spec.trial_key, benchmark=spec.benchmark, task_id=spec.task_id,
+        seed=spec.seed, arm=spec.arm, attempt=attempt, model=spec.model, status="infra_error",
+        grading_mode=cfg.grade.mode, image=task.environment.image, sandbox_backend=cfg.sandbox.backend,
+        agent_network=task.agent_network, verifier_network=task.verifier_network,
+        dataset_revision=task.source.revision or None, harness="leaf", harness_version=farm.__version__,
+        config_hash=config_hash(cfg), farm_version=farm.__version__,
+        worker=f"{socket.gethostname()}:{os.getpid()}", attempt_uid=uid, started_at=time.time(),
+    )
+
+
+def _fill_agent_counters(row: TrialResult, traj: Any) -> None:
+    for name in ("steps", "tool_calls", "tool_calling_turns", "parallel_call_turns", "tool_parse_failures",
+                 "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "context_tokens",
+                 "llm_s", "tool_s", "reasoning_field"):
+        value = getattr(traj, name, None)
+        if value is None and hasattr(traj, "counters"):
+            value = getattr(traj.counters, name, None)
+        if value is not None:
+            setattr(row, name, value)
+    row.exit_reason = traj.exit_reason
+
+
+async def _close_quietly(sandbox: Sandbox | None) -> None:
+    if sandbox is None:
+        return
+    try:
+        await sandbox.close()
+    except Exception:  # noqa: BLE001 - closing must never mask the trial's own outcome
+        pass
+
+
+async def _grade(task: Task, cfg: FarmConfig, sandbox: Sandbox, patch: str) -> tuple[GradeResult, Sandbox | None]:
+    if cfg.grade.mode == "in_place":
+        return await run_harbor_verifier(task, sandbox), None
+    # fresh: nothing the agent did outside its patch can influence the verdict
+    fresh = make_sandbox(task, cfg, network=task.verifier_network)
+    await fresh.start()
+    ok, out = await apply_patch(fresh, task.workdir, patch)
+    if not ok:
+        return GradeResult(0.0, False, out, None, None), fresh
+    return await run_harbor_verifier(task, fresh), fresh
+
+
+async def run_trial(
+    spec: TrialSpec,
+    task: Task,
+    cfg: FarmConfig,
+    attempt: int,
+    *,
+    base_url: str,
+    policy: str,
+    sandbox_factory: SandboxFactory = make_sandbox,
+) -> TrialOutcome:
+    """Run one attempt; ``cfg`` is the arm's config, ``base_url`` the policy endpoint."""
+    from farm.agent.llm import LLMClient
+    from farm.agent.loop import run_agent
+
+    uid = uuid.uuid4().hex
+    row = _base_row(spec, attempt, cfg, task, uid)
+    t0 = time.monotonic()
+    steps: list[StepRow] = []
+    artifacts: dict[str, bytes] = {}
+    sandbox: Sandbox | None = None
+    extra: Sandbox | None = None
+
+    def finish(status: str, error_class: str | None = None, error: str | None = None) -> TrialOutcome:
+        row.status = status
+        row.error_class = error_class
+        row.error = error
+        row.finished_at = time.time()
+        row.wall_s = time.monotonic() - t0
+        return TrialOutcome(row, steps, artifacts)
+
+    try:
+        try:
+            sandbox = sandbox_factory(task, cfg)
+            await sandbox.start()
+        except UnsupportedTaskError as exc:
+            return finish("infra_error", "unsupported_task", str(exc))
+        except SandboxError as exc:
+            return finish("infra_error", "sandbox_start", str(exc))
+        row.sandbox_start_s = sandbox.stats.start_s
+        row.api_calls_start = sandbox.stats.api_calls_start
+
+        if policy == "oracle":
+            if task.solution_dir is None:
+                return finish("infra_error", "no_solution", f"task {task.task_id} ships no solution/solve.sh")
+            await sandbox.upload(task.solution_dir, "/solution")
+
+        agent_cfg = cfg.agent
+        if agent_cfg.max_total_time_s is None:
+            agent_cfg = replace(agent_cfg, max_total_time_s=task.agent_timeout_s)
+        model_cfg = replace(cfg.model, base_url=base_url)
+        llm = LLMClient(model_cfg, session_id=spec.trial_key, task_id=task.task_id)
+
+        async def on_step(record: Any) -> None:
+            steps.append(record.to_row(spec.run_id, spec.trial_key, attempt))
+
+        try:
+            traj = await run_agent(task, sandbox, llm, agent_cfg, session_id=spec.trial_key, on_step=on_step)
+        finally:
+            close = getattr(llm, "aclose", None) or getattr(llm, "close", None)
+            if close is not None:
+                res = close()
+                if asyncio.iscoroutine(res):
+                    await res
+        for s in steps:
+            s.attempt_uid = uid
+        _fill_agent_counters(row, traj)
+        if traj.exit_reason == "cancelled":
+            raise asyncio.CancelledError()
+        if traj.exit_reason in INFRA_EXIT_REASONS:
+            return finish("infra_error", traj.exit_reason, getattr(traj, "error", None))
+        if traj.exit_reason == "model_error":
+            return finish("model_error", "model_error", getattr(traj, "error", None))
+
+        try:
+            patch = await capture_patch(sandbox, task.workdir, task.require_git_patch)
+        except PatchError as exc:
+            return finish("infra_error", "patch_capture", str(exc))
+        row.patch_bytes = len(patch.encode("utf-8", errors="surrogateescape"))
+        artifacts["patch.diff"] = patch.encode("utf-8", errors="surrogateescape")
+
+        if cfg.grade.mode == "fresh":
+            await _close_quietly(sandbox)
+            sandbox = None
+        grade, extra = await _grade(task, cfg, sandbox, patch)  # type: ignore[arg-type]
+        row.verify_s = grade.duration_s
+        artifacts["verifier.txt"] = grade.output.encode("utf-8", errors="replace")
+        row.reward = grade.reward
+        if not grade.valid:
+            return finish("infra_error", grade.error_class, grade.error)
+        return finish("resolved" if grade.resolved else "unresolved")
+    except SandboxError as exc:
+        return finish("infra_error", "sandbox_lost", f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a bug must cost one attempt, not the whole run
+        import traceback
+
+        return finish("infra_error", "internal_error", "".join(traceback.format_exception(exc))[-4000:])
+    finally:
+        # close first: CPU accounting is final only once the sandbox has stopped
+        await _close_quietly(sandbox)
+        await _close_quietly(extra)
+        cpu = [sb.stats.cpu_s for sb in (sandbox, extra) if sb is not None and sb.stats.cpu_s is not None]
+        row.sandbox_cpu_s = sum(cpu) if cpu else None
+        if sandbox is not None or extra is not None:
+            sb = sandbox or extra
+            row.api_calls_after_start = sb.stats.api_calls_after_start  # type: ignore[union-attr]

@@ -1,0 +1,201 @@
+"""Where trials execute: in this process (asyncio) or in a pool of Ray actors.
+
+Both executors expose ``submit(job) -> awaitable TrialOutcome``. A trial is I/O-bound for
+minutes (LLM turns, sandbox commands), so each Ray actor is an *async* actor driving many
+trials on one event loop: thousands in flight do not mean thousands of processes. The policy
+endpoints of local policies (oracle / nop / scripted) start lazily inside whichever process
+runs the trial, so they work on a cluster too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from farm.config import FarmConfig, resolved_agent
+from farm.run.plan import TrialSpec
+from farm.run.trial import TrialOutcome, run_trial
+from farm.store.schema import TrialResult
+from farm.tasks.model import Task
+
+LOCAL_POLICIES = ("oracle", "nop", "scripted")
+
+
+@dataclass
+class TrialJob:
+    spec: TrialSpec
+    task: Task
+    cfg: FarmConfig  # the arm's config
+    attempt: int
+
+
+class PolicyEndpoints:
+    """Local policy servers of one process, started on first use and reused."""
+
+    def __init__(self) -> None:
+        self._servers: dict[tuple[str, str | None], Any] = {}
+
+    def base_url(self, cfg: FarmConfig) -> tuple[str, str]:
+        policy = resolved_agent(cfg)
+        if policy not in LOCAL_POLICIES:
+            if not cfg.model.base_url:
+                raise RuntimeError("no model.base_url for the leaf policy")  # validated earlier
+            return cfg.model.base_url, policy
+        key = (policy, cfg.agent.script)
+        if key not in self._servers:
+            from farm.agent.policies.server import start_policy_server
+
+            self._servers[key] = start_policy_server(policy, script=cfg.agent.script)
+        return self._servers[key].base_url, policy
+
+    def stats(self) -> dict[str, Any]:
+        return {f"{k[0]}:{k[1]}": s.stats() for k, s in self._servers.items() if hasattr(s, "stats")}
+
+    def close(self) -> None:
+        for server in self._servers.values():
+            server.close()
+        self._servers.clear()
+
+
+async def execute(job: TrialJob, endpoints: PolicyEndpoints) -> TrialOutcome:
+    base_url, policy = endpoints.base_url(job.cfg)
+    return await run_trial(job.spec, job.task, job.cfg, job.attempt, base_url=base_url, policy=policy)
+
+
+class LocalExecutor:
+    """Runs trials as tasks on the caller's event loop (tests, small runs, `run.executor=local`)."""
+
+    name = "local"
+
+    def __init__(self, cfg: FarmConfig) -> None:
+        self.endpoints = PolicyEndpoints()
+
+    async def start(self) -> None:
+        return None
+
+    async def submit(self, job: TrialJob) -> TrialOutcome:
+        return await execute(job, self.endpoints)
+
+    async def close(self) -> None:
+        self.endpoints.close()
+
+
+def ray_env() -> dict[str, str]:
+    """Environment that keeps every Ray listener on loopback when Ray starts locally."""
+    return {
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0"),
+        "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),
+    }
+
+
+def init_ray(address: str | None, num_cpus: int | None = None) -> bool:
+    """Join ``address`` (or RAY_ADDRESS) or start a private local Ray; True if we started it."""
+    os.environ.update(ray_env())
+    import ray
+
+    if ray.is_initialized():
+        return False
+    runtime_env = {"env_vars": ray_env()}
+    target = address or os.environ.get("RAY_ADDRESS")
+    if target:
+        ray.init(address=target, runtime_env=runtime_env, log_to_driver=False)
+        return False
+    ray.init(
+        _node_ip_address="127.0.0.1",
+        include_dashboard=False,
+        num_cpus=num_cpus,
+        runtime_env=runtime_env,
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    return True
+
+
+class _TrialWorker:
+    """Body of the Ray actor (an async actor: many trials per process)."""
+
+    def __init__(self) -> None:
+        self.endpoints = PolicyEndpoints()
+        self.started = time.time()
+
+    async def run(self, job: TrialJob) -> TrialOutcome:
+        return await execute(job, self.endpoints)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def policy_stats(self) -> dict[str, Any]:
+        return self.endpoints.stats()
+
+
+class RayExecutor:
+    """A bounded pool of async Ray actors; a dead actor costs its trials an infra_error attempt."""
+
+    name = "ray"
+
+    def __init__(self, cfg: FarmConfig) -> None:
+        self.cfg = cfg
+        self.n_workers = cfg.run.workers
+        self.actors: list[Any] = []
+        self._rr = itertools.count()
+        self.started_ray = False
+        self.restarts = 0
+
+    async def start(self) -> None:
+        import ray
+
+        self.started_ray = init_ray(self.cfg.run.ray_address)
+        self._cls = ray.remote(num_cpus=0, max_concurrency=100_000, max_restarts=0)(_TrialWorker)
+        self.actors = [self._new_actor() for _ in range(self.n_workers)]
+        await asyncio.gather(*[a.pid.remote() for a in self.actors])
+
+    def _new_actor(self) -> Any:
+        return self._cls.options(max_concurrency=100_000).remote()
+
+    async def submit(self, job: TrialJob) -> TrialOutcome:
+        import ray.exceptions
+
+        i = next(self._rr) % len(self.actors)
+        actor = self.actors[i]
+        try:
+            return await actor.run.remote(job)
+        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
+                ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError) as exc:
+            if self.actors[i] is actor:  # replace it once, not once per trial it held
+                self.actors[i] = self._new_actor()
+                self.restarts += 1
+            return _lost(job, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+
+    async def policy_stats(self) -> list[dict[str, Any]]:
+        return await asyncio.gather(*[a.policy_stats.remote() for a in self.actors])
+
+    async def close(self) -> None:
+        import ray
+
+        for a in self.actors:
+            try:
+                ray.kill(a)
+            except Exception:  # noqa: BLE001
+                pass
+        self.actors = []
+        if self.started_ray:
+            ray.shutdown()
+
+
+def _lost(job: TrialJob, message: str) -> TrialOutcome:
+    from farm.run.trial import _base_row
+
+    row: TrialResult = _base_row(job.spec, job.attempt, job.cfg, job.task, uid="lost")
+    row.status = "infra_error"
+    row.error_class = "worker_lost"
+    row.error = message
+    row.finished_at = time.time()
+    return TrialOutcome(row)
+
+
+def make_executor(cfg: FarmConfig) -> LocalExecutor | RayExecutor:
+    return RayExecutor(cfg) if cfg.run.executor == "ray" else LocalExecutor(cfg)

@@ -1,0 +1,46 @@
+"""Resolve ``benchmark.*`` config into tasks: a directory, the bundled suite, or a pinned source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from farm.config import BenchmarkConfig
+from farm.errors import ConfigError
+from farm.tasks.harbor import HarborDefaults, load_harbor_dir
+from farm.tasks.model import Source, Task
+
+BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
+
+
+def builtin_tasks() -> list[Task]:
+    return load_harbor_dir(BUILTIN_DIR, "builtin", source=Source(url="farm:builtin", revision="bundled"))
+
+
+def load_benchmark(cfg: BenchmarkConfig) -> list[Task]:
+    """All tasks of the configured benchmark, filtered by task_ids and limit (in that order)."""
+    if cfg.path:
+        path = Path(cfg.path).expanduser()
+        if not path.is_dir():
+            raise ConfigError(f"invalid value {cfg.path!r} for 'benchmark.path': not a directory")
+        name = cfg.name if cfg.name != "builtin" else path.name
+        tasks = load_harbor_dir(path, name, defaults=HarborDefaults(), source=Source(url=str(path)))
+    elif cfg.name == "builtin":
+        tasks = builtin_tasks()
+    else:
+        try:
+            from farm.tasks import sources
+        except ImportError as exc:  # pragma: no cover - sources ships with farm
+            raise ConfigError(f"benchmark {cfg.name!r} needs farm.tasks.sources: {exc}") from None
+        tasks = sources.load_source(cfg.name, cache_dir=Path(cfg.cache_dir).expanduser())
+    if cfg.task_ids:
+        known = {t.task_id for t in tasks}
+        unknown = [t for t in cfg.task_ids if t not in known]
+        if unknown:
+            raise ConfigError(f"invalid value {unknown!r} for 'benchmark.task_ids': not in benchmark {cfg.name!r}")
+        wanted = set(cfg.task_ids)
+        tasks = [t for t in tasks if t.task_id in wanted]
+    if cfg.limit is not None:
+        if cfg.limit < 0:
+            raise ConfigError(f"invalid value {cfg.limit!r} for 'benchmark.limit': must be >= 0")
+        tasks = tasks[: cfg.limit]
+    return tasks
