@@ -27,7 +27,7 @@ CELL_STATUSES = (*STATUSES, MISSING)
 GRADED = ("resolved", "unresolved", "model_error")
 
 PLAN_COLUMNS = ("trial_key", "benchmark", "task_id", "seed", "arm", "model")
-REQUIRED_META = ("run_id", "config_hash", "created_at", "farm_version", "config")
+REQUIRED_META = ("run_id", "config_hash", "config")
 
 
 class ReportInputError(FarmError, ValueError):
@@ -85,23 +85,31 @@ class RunData:
 
 
 def load_run(store: RunStore, run_id: str) -> RunData:
-    """Read one run from the result store (the integrator's ``ResultStore`` or anything alike)."""
-    meta = dict(store.read_run_meta(run_id))
+    """Read one run from the result store (``farm.store.ResultStore`` or anything alike)."""
+    raw = store.read_run_meta(run_id)
+    if raw is None:
+        raise ReportInputError(f"run {run_id!r}: no run metadata in the store (unknown run id?)")
+    meta = dict(raw)
     meta.setdefault("run_id", run_id)
-    return RunData(
-        meta=meta,
-        plan=store.read_plan(run_id),
-        trials=store.read_trials(run_id),
-        steps=store.read_steps(run_id),
-    )
+    try:
+        # Every attempt, not only the latest: retried attempts cost tokens and seconds too.
+        trials = store.read_trials(run_id, dedupe=False)  # type: ignore[call-arg]
+    except TypeError:
+        trials = store.read_trials(run_id)
+    return RunData(meta=meta, plan=store.read_plan(run_id), trials=trials, steps=store.read_steps(run_id))
 
 
 def latest_attempts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per trial_key: the highest attempt (the store de-duplicates too; be defensive)."""
     best: dict[str, dict[str, Any]] = {}
+
+    def rank(row: dict[str, Any]) -> tuple[int, float]:
+        # Same order as farm.store.latest_attempts: attempt, then finished_at, then row order.
+        return (row.get("attempt") or 0, row.get("finished_at") or float("-inf"))
+
     for row in rows:
         key = row["trial_key"]
-        if key not in best or (row.get("attempt") or 0) >= (best[key].get("attempt") or 0):
+        if key not in best or rank(row) >= rank(best[key]):
             best[key] = row
     return list(best.values())
 
