@@ -118,7 +118,8 @@ def parse_dockerfile(path: Path) -> ParsedDockerfile:
         elif instr == "COPY":
             sources, dest = _copy_args(args, path, no)
             if not dest.startswith("/"):
-                dest = posixpath.join(workdir, dest) + ("/" if dest.endswith("/") or dest == "." or dest == "./" else "")
+                into = dest.endswith("/") or dest in (".", "./")
+                dest = posixpath.normpath(posixpath.join(workdir, dest)) + ("/" if into else "")
             for src in sources:
                 if src.startswith("/") or ".." in Path(src).parts:
                     raise TaskFormatError(path, f"line {no}: COPY source {src!r} is outside the build context")

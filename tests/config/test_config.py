@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from farm.config import apply_overrides, config_hash, load_config, resolved_agent
+from farm.errors import ConfigError
+
+
+def test_embedded_defaults_run_the_builtin_suite_with_the_oracle():
+    cfg = load_config([])
+    assert cfg.benchmark.name == "builtin"
+    assert cfg.sandbox.backend == "local"
+    assert resolved_agent(cfg) == "oracle"
+    assert cfg.store.uri == "./farm-results"
+
+
+def test_base_url_switches_auto_agent_to_the_leaf_loop():
+    cfg = load_config(["model.base_url=http://127.0.0.1:9/v1"])
+    assert resolved_agent(cfg) == "leaf"
+
+
+def test_group_selection_and_dotted_overrides_merge():
+    cfg = load_config(["benchmark=builtin", "agent=nop", "run.seeds=3", "store.uri=./out",
+                       "model.extra_body.top_k=20"])
+    assert (cfg.agent.name, cfg.run.seeds, cfg.store.uri) == ("nop", 3, "./out")
+    assert cfg.model.extra_body == {"top_k": 20}
+
+
+@pytest.mark.parametrize(
+    "override, needle",
+    [
+        ("run.nope=1", "'run.nope'"),
+        ("run.seeds=three", "'three'"),
+        ("run.seeds=0", "'run.seeds'"),
+        ("agent.tool_execution=parallel", "'parallel'"),
+        ("benchmark=does-not-exist", "'does-not-exist'"),
+        ("grade.mode=later", "'grade.mode'"),
+        ("nonsense", "key=value"),
+    ],
+)
+def test_bad_overrides_name_the_key_and_the_value(override, needle):
+    with pytest.raises(ConfigError) as info:
+        load_config([override])
+    assert needle in str(info.value)
+
+
+def test_config_file_errors_name_the_file(tmp_path: Path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("run: {seeds: [1, 2\n")
+    with pytest.raises(ConfigError, match="bad.yaml"):
+        load_config([], config_file=bad)
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("run:\n  sedes: 3\n")
+    with pytest.raises(ConfigError, match="sedes"):
+        load_config([], config_file=unknown)
+
+
+def test_hash_ignores_execution_settings_but_not_measured_ones():
+    a = load_config([])
+    assert config_hash(a) == config_hash(load_config(["run.max_in_flight=99", "store.uri=/elsewhere"]))
+    assert config_hash(a) != config_hash(load_config(["agent.max_steps=10"]))
+
+
+def test_arm_overrides_apply_on_top_and_are_validated():
+    cfg = load_config([])
+    arm = apply_overrides(cfg, ["model.parallel_tool_calls=false", "agent.tool_execution=concurrent"])
+    assert (arm.model.parallel_tool_calls, arm.agent.tool_execution) == (False, "concurrent")
+    with pytest.raises(ConfigError, match="tool_execution"):
+        apply_overrides(cfg, ["agent.tool_execution=sideways"])
+
+
+def test_leaf_without_endpoint_is_refused():
+    with pytest.raises(ConfigError, match="model.base_url"):
+        load_config(["agent=leaf"])

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+if not SHARED.is_dir():  # CI clones main elsewhere with shared/ beside it
+    SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+FIXTURES = SHARED / "fixtures"
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    if not FIXTURES.is_dir():
+        pytest.skip(f"shared fixtures not found at {FIXTURES}")
+    return FIXTURES
+
+
+# -- a real S3 server on loopback ------------------------------------------------------------
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """A moto S3 server process on 127.0.0.1 (real HTTP + S3 wire protocol, no AWS)."""
+    pytest.importorskip("moto")
+    port = free_port()
+    creds = {"AWS_ACCESS_KEY_ID": "farmtest", "AWS_SECRET_ACCESS_KEY": "farmtest", "AWS_REGION": "us-east-1",
+             "AWS_DEFAULT_REGION": "us-east-1"}
+    saved = {k: os.environ.get(k) for k in creds}
+    os.environ.update(creds)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("moto S3 server did not start")
+    yield endpoint
+    proc.terminate()
+    proc.wait(10)
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint):
+    import boto3
+
+    name = f"farm-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture(params=["local", "s3"])
+def store_uri(request, tmp_path):
+    """The same store tests run against a local directory and a real S3 server."""
+    if request.param == "local":
+        return str(tmp_path / "store"), None
+    endpoint = request.getfixturevalue("s3_endpoint")
+    bucket = request.getfixturevalue("s3_bucket")
+    return f"s3://{bucket}/results", endpoint
