@@ -90,7 +90,8 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox) -> GradeResult:
     # Stage agent-created files so verifiers that run `git clean` do not delete them (Leaf does
     # the same); the index is not part of the captured patch, which was taken before.
     prep = (
-        "rm -rf /tests /logs/verifier && mkdir -p /tests /logs/verifier && "
+        # /tests and /logs may be mount points (bubblewrap binds, pod volumes): empty them, do not remove them
+        "mkdir -p /tests /logs/verifier && find /tests /logs/verifier -mindepth 1 -delete && "
         f"if git -C {wd} rev-parse --is-inside-work-tree >/dev/null 2>&1; then git -C {wd} add -A >/dev/null 2>&1 || true; fi"
     )
     res = await sandbox.exec(prep, timeout_s=120, cwd="/")

@@ -50,7 +50,7 @@ def print_and_render(
         for run_id in run_ids:
             console.print(_fallback_table(store, run_id))
         return
-    from farm.report.summary import load_run  # noqa: F401  (provided by the report library)
+    from farm.report.data import load_run
 
     runs = [load_run(store, r) for r in run_ids]
     for run in runs:

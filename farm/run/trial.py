@@ -75,14 +75,12 @@ def _base_row(spec: TrialSpec, attempt: int, cfg: FarmConfig, task: Task, uid: s
 
 
 def _fill_agent_counters(row: TrialResult, traj: Any) -> None:
+    counters = traj.counters
     for name in ("steps", "tool_calls", "tool_calling_turns", "parallel_call_turns", "tool_parse_failures",
-                 "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "context_tokens",
-                 "llm_s", "tool_s", "reasoning_field"):
-        value = getattr(traj, name, None)
-        if value is None and hasattr(traj, "counters"):
-            value = getattr(traj.counters, name, None)
-        if value is not None:
-            setattr(row, name, value)
+                 "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "llm_s", "tool_s"):
+        setattr(row, name, getattr(counters, name))
+    row.context_tokens = traj.context_tokens
+    row.reasoning_field = traj.reasoning_field
     row.exit_reason = traj.exit_reason
 
 
