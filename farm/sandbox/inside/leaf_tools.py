@@ -1,0 +1,262 @@
+"""The five Leaf-compatible tools, executed inside the sandbox by the sandbox agent's `tool` op.
+
+Stdlib only and Python >= 3.8: this file is shipped into task images whose Python is not
+farm's. ``run_tool`` never raises for anything a model can send: every problem becomes the
+observation text ``"<ExceptionType>: <message>"``, as in the vendor's tool runner. The sandbox
+agent serves requests on threads, so nothing here may ``chdir``: paths are resolved against
+the workdir explicitly.
+
+Semantics follow the Leaf harness behaviour by behaviour (see docs/agent.md); the places where
+farm deliberately differs are marked "farm:".
+"""
+
+import glob
+import os
+import shlex
+import time
+
+TOOL_NAMES = ("Read", "Write", "Edit", "Glob", "Bash")
+
+DEFAULT_LIMITS = {
+    "read_output_chars": 20000,
+    "bash_output_chars": 30000,
+    "glob_limit": 1000,
+    "bash_timeout_s": 120.0,
+    "truncation": "head",  # head (Leaf) | head_tail
+    "max_timeout_s": None,  # farm: the remaining agent budget caps a Bash timeout
+}
+MIN_BASH_TIMEOUT_S = 0.1
+TRUTHY = ("1", "true", "yes", "on")
+
+
+class ToolInputError(ValueError):
+    """Shown to the model as ``ValueError: ...`` (the class name is rendered as ValueError)."""
+
+
+def truncate(text, limit, mode="head", total=None):
+    """Cut ``text`` to ``limit`` characters plus a marker naming how many were dropped.
+
+    ``total`` is the full length when part of the text was already dropped upstream.
+    """
+    if limit is None or limit <= 0 or len(text) <= limit:
+        return text, False
+    dropped = (total if total is not None else len(text)) - limit
+    if mode == "head_tail":
+        head = limit // 2
+        tail = limit - head
+        return "%s\n[truncated %d chars]\n%s" % (text[:head], dropped, text[len(text) - tail:]), True
+    return "%s\n[truncated %d chars]" % (text[:limit], dropped), True
+
+
+def resolve(path, workdir):
+    path = os.path.expanduser(str(path))
+    if not os.path.isabs(path):
+        path = os.path.join(workdir, path)
+    return os.path.normpath(path)
+
+
+def display(path, workdir):
+    """Relative to the workdir when inside it, absolute otherwise."""
+    if path == workdir:
+        return "."
+    prefix = workdir.rstrip("/") + "/"
+    return path[len(prefix):] if path.startswith(prefix) else path
+
+
+def _file_path(args):
+    value = args.get("file_path")
+    if value is None or value == "":
+        value = args.get("path")
+    if value is None or value == "":
+        raise ToolInputError("file_path is required")
+    return value
+
+
+def _int_arg(args, key, default):
+    value = args.get(key)
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        raise ToolInputError("%s must be an integer, got %r" % (key, value))
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ToolInputError("%s must be an integer, got %r" % (key, value))
+
+
+def _read_text(path):
+    # farm: surrogateescape keeps undecodable bytes, so an Edit never rewrites them lossily;
+    # the model still sees them as U+FFFD (see _visible).
+    with open(path, "r", encoding="utf-8", errors="surrogateescape") as f:
+        return f.read()
+
+
+def _visible(text):
+    if any("\udc80" <= ch <= "\udcff" for ch in text):
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return text
+
+
+def tool_read(args, workdir, limits):
+    path = resolve(_file_path(args), workdir)
+    offset = max(_int_arg(args, "offset", 1), 1)
+    limit = _int_arg(args, "limit", 0)
+    lines = _visible(_read_text(path)).splitlines()
+    end = len(lines) if limit <= 0 else min(len(lines), offset - 1 + limit)
+    out = [display(path, workdir)]
+    for n in range(offset, end + 1):
+        out.append("%d. %s" % (n, lines[n - 1]))
+    return "\n".join(out), limits["read_output_chars"]
+
+
+def tool_write(args, workdir, limits):
+    path = resolve(_file_path(args), workdir)
+    content = args.get("content")
+    if content is None:
+        raise ToolInputError("content is required")
+    if not isinstance(content, str):
+        content = str(content)
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(content)
+    return "Wrote %s (%d bytes)." % (display(path, workdir), len(content)), None
+
+
+def _truthy(value):
+    if isinstance(value, str):
+        return value.strip().lower() in TRUTHY
+    return bool(value)
+
+
+def tool_edit(args, workdir, limits):
+    path = resolve(_file_path(args), workdir)
+    old = args.get("old_string")
+    new = args.get("new_string")
+    if old is None or old == "":
+        raise ToolInputError("old_string must be non-empty")
+    if new is None:
+        raise ToolInputError("new_string is required")
+    old, new = str(old), str(new)
+    text = _read_text(path)
+    count = text.count(old)
+    if count == 0:
+        raise ToolInputError("old_string was not found")
+    replace_all = _truthy(args.get("replace_all", False))
+    if count > 1 and not replace_all:
+        raise ToolInputError(
+            "old_string matched %d times; set replace_all=true or use a more specific old_string" % count
+        )
+    done = count if replace_all else 1
+    text = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+    with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.write(text)
+    return "Edited %s (%d replacement%s)." % (display(path, workdir), done, "" if done == 1 else "s"), None
+
+
+def tool_glob(args, workdir, limits):
+    pattern = args.get("pattern")
+    if pattern is None or pattern == "":
+        raise ToolInputError("pattern is required")
+    root = resolve(args.get("path") or ".", workdir)
+    matches = [m for m in glob.glob(os.path.join(root, str(pattern)), recursive=True) if os.path.isfile(m)]
+    shown = sorted(display(os.path.normpath(m), workdir) for m in matches)
+    if not shown:
+        return "No files matched.", None
+    cap = int(limits["glob_limit"])
+    out = "\n".join(shown[:cap])
+    if len(shown) > cap:
+        out += "\n... %d more files" % (len(shown) - cap)
+    return out, None
+
+
+def bash_timeout(args, default_s, max_s=None):
+    """Leaf's rule: timeout_ms wins; a timeout above 1000 is taken as milliseconds."""
+    raw_ms = args.get("timeout_ms")
+    raw = args.get("timeout")
+    try:
+        if raw_ms is not None and raw_ms != "" and not isinstance(raw_ms, bool):
+            seconds = float(raw_ms) / 1000.0
+        elif raw is not None and raw != "" and not isinstance(raw, bool):
+            seconds = float(raw)
+            if seconds > 1000:
+                seconds /= 1000.0
+        else:
+            seconds = float(default_s)
+    except (TypeError, ValueError):
+        raise ToolInputError("timeout must be a number of seconds, got %r" % (raw_ms if raw_ms is not None else raw))
+    if seconds != seconds:  # NaN
+        raise ToolInputError("timeout must be a number of seconds, got %r" % raw)
+    seconds = max(seconds, MIN_BASH_TIMEOUT_S)
+    if max_s is not None:
+        seconds = min(seconds, max(float(max_s), MIN_BASH_TIMEOUT_S))
+    return seconds
+
+
+def tool_bash(args, workdir, limits, exec_fn, extra):
+    command = args.get("command")
+    if command is None or command == "":
+        raise ToolInputError("command is required")
+    timeout_s = bash_timeout(args, limits["bash_timeout_s"], limits.get("max_timeout_s"))
+    cap_chars = int(limits["bash_output_chars"])
+    # Enough bytes per stream that the capture never cuts inside what the character cap keeps.
+    output_cap = max(8 * cap_chars + 4096, 65536)
+    res = exec_fn(
+        "exec /bin/bash -lc " + shlex.quote(str(command)),
+        timeout_s=timeout_s, cwd=workdir, env=None, merge_stderr=False, output_cap=output_cap,
+    )
+    out, err = res.get("stdout", ""), res.get("stderr", "")
+    extra["exit_code"] = res.get("exit_code")
+    extra["timed_out"] = bool(res.get("timed_out"))
+    extra["command_s"] = res.get("duration_s")
+    if res.get("timed_out"):
+        head = "Timed out after %.1fs" % timeout_s
+    else:
+        head = "Exit code: %s" % res.get("exit_code")
+    text = "%s\nSTDOUT:\n%s\nSTDERR:\n%s" % (head, out, err)
+    if res.get("truncated"):
+        # Bytes the capture already dropped still count towards "[truncated N chars]".
+        extra["uncaptured"] = max(0, int(res.get("output_bytes") or 0) - len(out.encode()) - len(err.encode()))
+    return text, cap_chars
+
+
+TOOLS = {"Read": tool_read, "Write": tool_write, "Edit": tool_edit, "Glob": tool_glob}
+
+
+def run_tool(name, args, workdir, limits, exec_fn):
+    """Run one tool call; returns {"observation": str, ...} and never raises for model input."""
+    lim = dict(DEFAULT_LIMITS)
+    lim.update({k: v for k, v in (limits or {}).items() if v is not None})
+    if not isinstance(args, dict):
+        args = {}
+    workdir = os.path.normpath(workdir or "/")
+    started = time.monotonic()
+    extra = {}
+    cap = None
+    error = None
+    try:
+        if name == "Bash":
+            text, cap = tool_bash(args, workdir, lim, exec_fn, extra)
+        elif name in TOOLS:
+            text, cap = TOOLS[name](args, workdir, lim)
+        else:
+            text = "Unknown tool: %s" % name
+            error = "UnknownTool"
+    except Exception as exc:  # noqa: BLE001 - every tool failure is an observation
+        error = "ValueError" if isinstance(exc, ToolInputError) else type(exc).__name__
+        text = "%s: %s" % (error, exc)
+    truncated = False
+    if cap is not None:
+        total = len(text) + extra.pop("uncaptured", 0)
+        text, truncated = truncate(text, int(cap), lim["truncation"], total)
+    result = {
+        "observation": text,
+        "output_chars": len(text),
+        "truncated": truncated,
+        "error": error,
+        "duration_s": time.monotonic() - started,
+    }
+    result.update(extra)
+    return result
+
