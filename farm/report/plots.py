@@ -61,7 +61,8 @@ def benchmark_bars(c: ReportContent) -> bytes | None:
         ax.set_xticks(x, [_label(s.run_id, s.arm, s.model, n_runs) for s in ss], fontsize=7)
         ax.set_title(bench, fontsize=10)
         ax.set_ylim(0, 100)
-        ax.set_ylabel("Avg@k resolve rate, %")
+        if ax is axes[0][0]:
+            ax.set_ylabel("Avg@k resolve rate, %")
         handles, labels = ax.get_legend_handles_labels()
         if handles:
             uniq = dict(zip(labels, handles))
@@ -124,18 +125,21 @@ def ablation_deltas(c: ReportContent) -> bytes | None:
 
 
 def _stacked(rows: list[tuple[str, Counter]], keys: list[str], colours: dict[str, str], title: str) -> bytes:
+    """Horizontal stacked shares (percent of each row's total), so groups of different sizes compare."""
     fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.6))
     y = np.arange(len(rows))
     left = np.zeros(len(rows))
     cmap = plt.get_cmap("tab10")
+    totals = np.array([max(sum(cnt.values()), 1) for _, cnt in rows], dtype=float)
     for i, key in enumerate(keys):
-        vals = np.array([cnt.get(key, 0) for _, cnt in rows], dtype=float)
+        vals = 100.0 * np.array([cnt.get(key, 0) for _, cnt in rows], dtype=float) / totals
         if not vals.any():
             continue
         ax.barh(y, vals, left=left, color=colours.get(key, cmap(i % 10)), label=key)
         left += vals
     ax.set_yticks(y, [label for label, _ in rows], fontsize=8)
-    ax.set_xlabel("trials")
+    ax.set_xlabel("% of trials")
+    ax.set_xlim(0, 100)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=min(len(keys), 5))
     return _png(fig)

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from farm.errors import ConfigError
 from farm.report.ablation import ArmRow, ablation_rows, tool_turns
 from farm.report.claims import ClaimsRegistry
 from farm.report.cost import COST_FIELDS, CostRow, cost_rows
@@ -28,14 +29,27 @@ class ReportOptions:
     level: float = 0.95
     incomplete_threshold: float = 0.05
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.bootstrap, int) or self.bootstrap < 1:
+            raise ConfigError(f"report.bootstrap: expected a positive integer, got {self.bootstrap!r}")
+        if not 0.0 < self.level < 1.0:
+            raise ConfigError(f"report.level: expected a number in (0, 1), got {self.level!r}")
+        if not 0.0 <= self.incomplete_threshold <= 1.0:
+            raise ConfigError(
+                f"report.incomplete_threshold: expected a share in [0, 1], got {self.incomplete_threshold!r}"
+            )
+
     @classmethod
     def from_config(cls, config: dict[str, Any] | None) -> "ReportOptions":
         rep = (config or {}).get("report") or {}
-        return cls(
-            bootstrap=int(rep.get("bootstrap", cls.bootstrap)),
-            seed=int(rep.get("seed", cls.seed)),
-            incomplete_threshold=float(rep.get("incomplete_threshold", cls.incomplete_threshold)),
-        )
+        kwargs = {}
+        for name, conv in (("bootstrap", int), ("seed", int), ("incomplete_threshold", float)):
+            if rep.get(name) is not None:
+                try:
+                    kwargs[name] = conv(rep[name])
+                except (TypeError, ValueError):
+                    raise ConfigError(f"report.{name}: expected {conv.__name__}, got {rep[name]!r}") from None
+        return cls(**kwargs)
 
     @property
     def bootstrap_options(self) -> BootstrapOptions:
