@@ -32,6 +32,10 @@ PR_SET_CHILD_SUBREAPER = 36
 KILL_ROUNDS = 200
 
 
+class UnknownOpError(Exception):
+    pass
+
+
 def _log(msg):
     sys.stderr.write("farm-sandbox-agent: %s\n" % msg)
     sys.stderr.flush()
@@ -262,12 +266,12 @@ class Agent:
         try:
             fn = getattr(self, "op_" + op, None)
             if fn is None:
-                raise ValueError("unknown op %r" % op)
+                raise UnknownOpError("unknown op %r" % op)
             resp = {"id": rid, "ok": True, "result": fn(**args)}
         except TypeError as e:
             resp = {"id": rid, "ok": False, "error": {"type": "TypeError", "message": "%s: %s" % (op, e)}}
         except Exception as e:
-            if not isinstance(e, (OSError, ValueError, ModuleNotFoundError, tarfile.TarError)):
+            if not isinstance(e, (OSError, ValueError, ModuleNotFoundError, tarfile.TarError, UnknownOpError)):
                 _log("op %s failed:\n%s" % (op, traceback.format_exc()))
             resp = {"id": rid, "ok": False, "error": {"type": type(e).__name__, "message": str(e)}}
         with self.state_lock:
