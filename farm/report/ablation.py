@@ -147,14 +147,17 @@ def ablation_rows(
     for bench, gs in sorted(by_bench.items()):
         if len({g.arm for g in gs}) < 2:
             continue
-        gs.sort(key=lambda g: (order.index(g.arm) if g.arm in order else len(order), g.arm))
+        # Declared order first (the first declared arm is the baseline); undeclared arms after,
+        # with an arm called base/baseline leading when nothing was declared.
+        gs.sort(key=lambda g: (order.index(g.arm) if g.arm in order else len(order),
+                               g.arm not in ("base", "baseline"), g.arm))
         base = gs[0]
         for g in gs:
             st = stat_of[(g.benchmark, g.arm, g.model)]
             delta, dlo, dhi = paired_difference(base.resolved, g.resolved, opts)
             b, c, p = mcnemar(base.resolved, g.resolved)
             tct, pct = tool_turns(g.trials, run.steps)
-            ran = [t for t in g.trials]
+            ran = g.trials
             rows.append(
                 ArmRow(
                     run_id=g.run_id,

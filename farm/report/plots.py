@@ -12,7 +12,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from farm.report.claims import Ladder  # noqa: E402
 from farm.report.data import CELL_STATUSES  # noqa: E402
+from farm.report.stats import GroupStats  # noqa: E402
 from farm.report.tables import ReportContent  # noqa: E402
 
 STATUS_COLOURS = {
@@ -71,31 +73,46 @@ def benchmark_bars(c: ReportContent) -> bytes | None:
     return _png(fig)
 
 
+def ladder_positions(lad: Ladder, c: ReportContent) -> tuple[list[str], list[tuple[int, GroupStats]]]:
+    """x labels and (x, measured group) of the runs on a ladder's benchmark.
+
+    A run whose model is a ladder point's model (by alias) sits on that point; any other run
+    gets its own position right of the ladder, labelled with its model.
+    """
+    labels = [p.label for p in lad.points]
+    placed: list[tuple[int, GroupStats]] = []
+    for s in c.stats:
+        if c.registry.benchmark_key(s.benchmark) != lad.benchmark:
+            continue
+        mine = c.registry.model_key(s.model) or s.model
+        pos = next(
+            (i for i, p in enumerate(lad.points) if p.model and (c.registry.model_key(p.model) or p.model) == mine),
+            None,
+        )
+        if pos is None:
+            if s.model not in labels[len(lad.points):]:
+                labels.append(s.model)
+            pos = labels.index(s.model, len(lad.points))
+        placed.append((pos, s))
+    return labels, placed
+
+
 def rl_ladder(c: ReportContent) -> list[tuple[str, bytes]]:
     """Each claimed ladder that concerns an evaluated model or benchmark, with our points."""
     out = []
     for lad in c.registry.ladders:
-        xs_labels = [p.label for p in lad.points]
-        measured = [s for s in c.stats if c.registry.benchmark_key(s.benchmark) == lad.benchmark]
-        if not measured and not any(c.registry.model_key(s.model) == lad.model for s in c.stats):
+        labels, placed = ladder_positions(lad, c)
+        if not placed and not any(c.registry.model_key(s.model) == lad.model for s in c.stats):
             continue
         fig, ax = plt.subplots(figsize=(7.5, 3.8))
         ax.plot(range(len(lad.points)), [p.value for p in lad.points], "o-", color="#c62828",
                 label=f"claimed ({lad.metric}, {lad.name})")
-        extra: list[str] = []
-        for s in measured:
-            pos = None
-            key = c.registry.model_key(s.model)
-            for i, p in enumerate(lad.points):
-                if p.model and (c.registry.model_key(p.model) or p.model) == (key or s.model):
-                    pos = i
-            if pos is None:
-                extra.append(s.model)
-                pos = len(lad.points) + len(extra) - 1
-            err = [[max(s.avg_at_k - s.ci_low, 0)], [max(s.ci_high - s.avg_at_k, 0)]] if not math.isnan(s.ci_low) else None
+        for pos, s in placed:
+            err = None
+            if not math.isnan(s.ci_low):
+                err = [[max(s.avg_at_k - s.ci_low, 0)], [max(s.ci_high - s.avg_at_k, 0)]]
             ax.errorbar([pos], [s.avg_at_k], yerr=err, fmt="s", color="#1f4e9c", capsize=4,
                         label=f"measured {s.run_id}/{s.arm}")
-        labels = xs_labels + extra
         ax.set_xticks(range(len(labels)), labels, fontsize=8)
         ax.set_ylabel(f"{lad.benchmark}, %")
         ax.set_title(f"{lad.model}: {lad.name} ladder ({lad.source})", fontsize=9)

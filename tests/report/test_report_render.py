@@ -186,3 +186,19 @@ def test_job_entry_point_reads_the_store(tmp_path):
         capture_output=True, text=True, timeout=120, cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
     )
     assert proc.returncode == 2 and "'missing-run'" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_ladder_places_known_checkpoints_on_their_point():
+    from farm.report.claims import load_claims
+    from farm.report.plots import ladder_positions
+    from farm.report.tables import compute
+
+    base = matrix_run("q", "swebench-verified", {"a": "RU", "b": "UU"}, model="Qwen/Qwen3.5-4B")
+    other = matrix_run("o", "swebench_verified", {"a": "RR", "b": "UU"}, model="my-ckpt-step-200")
+    reg = load_claims()
+    content = compute([frognano_run(), base, other], reg, FAST)
+    lad = next(lad for lad in reg.ladders if lad.name == "rl")
+    labels, placed = ladder_positions(lad, content)
+    at = {s.run_id: pos for pos, s in placed}
+    assert at == {"run-a": 5, "q": 0, "o": 6}
+    assert labels == ["base", "rl1", "rl2", "rl3", "rl4", "rl5", "my-ckpt-step-200"]
