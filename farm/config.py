@@ -76,6 +76,13 @@ class ServingConfig:
     max_replicas: Optional[int] = None
     router: str = "PrefixCacheAffinityRouter"
     runtime_env: Dict[str, Any] = field(default_factory=dict)
+    # Ray Serve LLM defaults both to 1e9 (no backpressure, queue autoscaling never fires); about
+    # the engine's max_num_seqs and half of it are sensible starts.
+    max_ongoing_requests: Optional[int] = None
+    target_ongoing_requests: Optional[int] = None
+    router_kwargs: Dict[str, Any] = field(default_factory=dict)
+    deployment_config: Dict[str, Any] = field(default_factory=dict)  # raw Serve options, merged last
+    synthesize: Optional[str] = None  # "tiny-qwen3": build a random-weight model at `source` if missing
 
 
 @dataclass
@@ -109,6 +116,7 @@ class AgentConfig:
     system_prompt_file: Optional[str] = None
     tools_file: Optional[str] = None
     tokenizer: str = "qwen"  # qwen | tiktoken | bytes
+    tokenizer_model: Optional[str] = None  # None: qwen3.5-27b (qwen) / o200k_base (tiktoken)
     read_output_chars: int = 20000
     bash_output_chars: int = 30000
     glob_limit: int = 1000
@@ -141,6 +149,8 @@ class ServeConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     ready_timeout_s: float = 900.0
+    app_name: str = "farm"
+    num_cpus: Optional[int] = None  # logical CPUs of a Ray head that serving starts itself
 
 
 @dataclass

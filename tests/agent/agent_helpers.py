@@ -58,6 +58,10 @@ class FakeSandbox:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        # A login shell sources ~/.profile; the host's may be slow (pyenv), a sandbox's is not.
+        home = root.parent / "home"
+        home.mkdir(exist_ok=True)
+        self.env = dict(os.environ, HOME=str(home))
         self.closed = False
         self.requests = 0
 
@@ -68,8 +72,11 @@ class FakeSandbox:
             raise SandboxClosedError("FakeSandbox is closed")
         assert op == "tool", op
         self.requests += 1
+        def exec_fn(command, timeout_s=120.0, cwd=None, env=None, merge_stderr=False, output_cap=1 << 20):
+            return subprocess_exec(command, timeout_s, cwd, env or self.env, merge_stderr, output_cap)
+
         return await asyncio.to_thread(
-            leaf_tools.run_tool, args["name"], args["args"], str(self.root), args["limits"], subprocess_exec
+            leaf_tools.run_tool, args["name"], args["args"], str(self.root), args["limits"], exec_fn
         )
 
     async def close(self) -> None:

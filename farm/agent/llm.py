@@ -1,0 +1,217 @@
+"""The LLM client: AsyncOpenAI against model.base_url, plus Leaf's error classification.
+
+The response body is read as plain JSON rather than through the SDK's typed models: servers
+disagree on extra fields (vLLM's ``reasoning`` vs SGLang's ``reasoning_content``), and a
+malformed answer must end in a defined exit reason instead of a validation traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+from farm.config import ModelConfig
+
+LENGTH_REASONS = frozenset({"length", "max_tokens", "max_new_tokens"})
+REASONING_FIELDS = ("reasoning_content", "reasoning")  # SGLang / older vLLM, newer vLLM
+
+
+class LLMError(Exception):
+    """A model call that ends the trajectory; ``exit_reason`` says how."""
+
+    exit_reason = "llm_query_error"
+
+
+class ContextLengthExceeded(LLMError):
+    exit_reason = "max_context_len"
+
+
+class LLMQueryError(LLMError):
+    """The endpoint failed after the SDK's retries (retryable by the runner)."""
+
+    exit_reason = "llm_query_error"
+
+
+class MalformedResponse(LLMError):
+    """HTTP 200 whose body is not a usable chat completion (no choices, no message, not JSON)."""
+
+    exit_reason = "model_error"
+
+
+def is_context_length_error(text: str) -> bool:
+    """Leaf's rule: the server's error text names the context limit."""
+    t = text.lower()
+    return (
+        "context_length_exceeded" in t
+        or "reduce the length" in t
+        or "maximum context length" in t
+        or ("context length" in t and "exceed" in t)
+    )
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+    @classmethod
+    def from_json(cls, data: Any) -> "Usage":
+        if not isinstance(data, dict):
+            return cls()
+
+        def num(obj: Any, key: str) -> int | None:
+            v = obj.get(key) if isinstance(obj, dict) else None
+            return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+        return cls(
+            prompt_tokens=num(data, "prompt_tokens"),
+            completion_tokens=num(data, "completion_tokens"),
+            total_tokens=num(data, "total_tokens"),
+            cached_tokens=num(data.get("prompt_tokens_details"), "cached_tokens"),
+            reasoning_tokens=num(data.get("completion_tokens_details"), "reasoning_tokens"),
+        )
+
+    def context_tokens(self) -> int | None:
+        if self.total_tokens is not None:
+            return self.total_tokens
+        if self.prompt_tokens is not None and self.completion_tokens is not None:
+            return self.prompt_tokens + self.completion_tokens
+        return None
+
+
+@dataclass
+class Reply:
+    message: dict[str, Any]  # the assistant message as stored and resent (Leaf's whitelist)
+    tool_calls: list[dict[str, Any]]
+    finish_reason: str | None
+    usage: Usage
+    reasoning_field: str | None
+    latency_s: float
+    content: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def truncated(self) -> bool:
+        return (self.finish_reason or "").lower() in LENGTH_REASONS
+
+
+def _tool_calls(raw: Any) -> list[dict[str, Any]]:
+    calls = []
+    for i, tc in enumerate(raw if isinstance(raw, list) else []):
+        if not isinstance(tc, dict):
+            continue
+        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        args = fn.get("arguments")
+        if not isinstance(args, str):
+            args = "" if args is None else json.dumps(args)
+        calls.append({
+            "id": str(tc.get("id") or f"call_{i}"),
+            "type": "function",
+            "function": {"name": str(fn.get("name") or ""), "arguments": args},
+        })
+    return calls
+
+
+def parse_completion(data: Any, *, keep_reasoning: bool, latency_s: float = 0.0) -> Reply:
+    """Turn a chat.completion JSON body into a Reply, or raise MalformedResponse."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise MalformedResponse(f"response has no choices: {str(data)[:200]!r}")
+    msg = choices[0].get("message")
+    if not isinstance(msg, dict):
+        raise MalformedResponse(f"choice 0 has no message: {str(choices[0])[:200]!r}")
+    content = msg.get("content")
+    if content is not None and not isinstance(content, str):
+        content = json.dumps(content)
+    calls = _tool_calls(msg.get("tool_calls"))
+    reasoning_field = next((f for f in REASONING_FIELDS if msg.get(f)), None)
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = calls
+    if keep_reasoning and reasoning_field:
+        # Resent under Leaf's key, which Qwen chat templates read, whichever key the server used.
+        message["reasoning_content"] = str(msg[reasoning_field])
+    finish = choices[0].get("finish_reason")
+    return Reply(
+        message=message,
+        tool_calls=calls,
+        finish_reason=str(finish) if finish is not None else None,
+        usage=Usage.from_json(data.get("usage")),
+        reasoning_field=reasoning_field,
+        latency_s=latency_s,
+        content=content or "",
+    )
+
+
+class LLMClient:
+    """One trial's view of the endpoint: session routing headers, retries, Leaf's request shape."""
+
+    def __init__(self, model_cfg: ModelConfig, *, session_id: str, task_id: str) -> None:
+        if not model_cfg.base_url:
+            raise ValueError("model.base_url is not set: the agent needs an OpenAI-compatible endpoint")
+        self.cfg = model_cfg
+        self.headers = {model_cfg.session_header: session_id, "X-Farm-Task": task_id}
+        self._client = openai.AsyncOpenAI(
+            base_url=model_cfg.base_url,
+            api_key=os.environ.get(model_cfg.api_key_env) or "EMPTY",
+            max_retries=model_cfg.max_retries,
+            timeout=model_cfg.timeout_s,
+        )
+
+    def request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        cfg = self.cfg
+        req: dict[str, Any] = {
+            "model": cfg.name,
+            "messages": messages,
+            "tools": tools,
+            "tool_choice": "auto",
+            "temperature": cfg.temperature,
+            "parallel_tool_calls": cfg.parallel_tool_calls,
+        }
+        if cfg.max_tokens_per_turn:
+            req["max_completion_tokens"] = cfg.max_tokens_per_turn
+        if cfg.extra_body:
+            req["extra_body"] = dict(cfg.extra_body)
+        return req
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        time_left_s: float | None = None,
+        keep_reasoning: bool = True,
+    ) -> Reply:
+        """One model call. Raises ContextLengthExceeded, LLMQueryError or MalformedResponse."""
+        timeout = self.cfg.timeout_s if time_left_s is None else max(0.1, min(self.cfg.timeout_s, time_left_s))
+        headers = dict(self.headers)
+        if time_left_s is not None:
+            headers["X-Farm-Time-Left"] = f"{time_left_s:.1f}"
+        started = time.monotonic()
+        try:
+            raw = await self._client.chat.completions.with_raw_response.create(
+                **self.request(messages, tools), extra_headers=headers, timeout=timeout
+            )
+            body = raw.http_response.content
+        except Exception as exc:  # noqa: BLE001 - classified below, as Leaf does
+            text = f"{type(exc).__name__}: {exc}"
+            if is_context_length_error(text):
+                raise ContextLengthExceeded(text) from exc
+            raise LLMQueryError(text) from exc
+        latency = time.monotonic() - started
+        try:
+            data = json.loads(body)
+        except ValueError:
+            raise MalformedResponse(f"response body is not JSON: {body[:200]!r}") from None
+        return parse_completion(data, keep_reasoning=keep_reasoning, latency_s=latency)
+
+    async def close(self) -> None:
+        await self._client.close()

@@ -1,0 +1,153 @@
+"""The five tool schemas the model sees, the system prompt, and loading replacements for both.
+
+Parameter names, types and required fields match the Leaf harness exactly (so a model trained
+against it sees the same interface); the descriptions are farm's own words. A user who wants
+the vendor's exact wording points ``agent.tools_file`` / ``agent.system_prompt_file`` at files
+holding it.
+
+tools_file format (JSON or YAML): a list of OpenAI tool objects
+``[{"type": "function", "function": {"name": "Read", "description": ..., "parameters": ...}}]``,
+or a mapping with a ``tools`` key holding that list.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from farm.errors import ConfigError
+from farm.sandbox.inside.leaf_tools import TOOL_NAMES
+
+PROMPTS = Path(__file__).parent / "prompts"
+
+# Read-only tools may run side by side; the others change the workspace.
+READ_ONLY = frozenset({"Read", "Glob"})
+
+
+def _fn(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
+
+
+DEFAULT_TOOLS: list[dict[str, Any]] = [
+    _fn(
+        "Read",
+        "Show a text file with each line prefixed by its 1-based line number. Use offset and "
+        "limit to look at part of a large file.",
+        {
+            "file_path": {"type": "string", "description": "File to show; relative paths start at the project directory."},
+            "offset": {"type": "integer", "description": "First line to show (1-based)."},
+            "limit": {"type": "integer", "description": "How many lines to show at most."},
+        },
+        ["file_path"],
+    ),
+    _fn(
+        "Write",
+        "Create a file or overwrite it completely with the given text. Missing parent "
+        "directories are created.",
+        {
+            "file_path": {"type": "string", "description": "File to write."},
+            "content": {"type": "string", "description": "The complete new contents."},
+        },
+        ["file_path", "content"],
+    ),
+    _fn(
+        "Edit",
+        "Change a file by replacing one exact piece of text with another. The text to replace "
+        "must occur exactly once unless replace_all is true.",
+        {
+            "file_path": {"type": "string", "description": "File to change."},
+            "old_string": {"type": "string", "description": "Exact existing text, including whitespace."},
+            "new_string": {"type": "string", "description": "Text to put in its place."},
+            "replace_all": {"type": "boolean", "description": "Replace every occurrence instead of exactly one."},
+        },
+        ["file_path", "old_string", "new_string"],
+    ),
+    _fn(
+        "Glob",
+        "List files whose paths match a glob pattern such as src/**/*.py (directories are not "
+        "listed).",
+        {
+            "pattern": {"type": "string", "description": "Glob pattern, e.g. **/*.py"},
+            "path": {"type": "string", "description": "Directory to search from; defaults to the project directory."},
+        },
+        ["pattern"],
+    ),
+    _fn(
+        "Bash",
+        "Run a shell command in the project directory and return its exit code, standard "
+        "output and standard error. Each call starts a new shell, so cd and exported "
+        "variables do not carry over to the next call.",
+        {
+            "command": {"type": "string", "description": "The bash command line to run."},
+            "description": {"type": "string", "description": "A few words on why you run it."},
+            "timeout": {"type": "number", "description": "Time limit in seconds (default 120)."},
+        },
+        ["command"],
+    ),
+]
+
+
+def _load_structured(path: Path, what: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{what}={str(path)!r}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{what}={str(path)!r}: not valid JSON/YAML: {exc}") from None
+
+
+@lru_cache(maxsize=16)
+def _tools_from_file(path: str) -> tuple[str, ...]:
+    data = _load_structured(Path(path), "agent.tools_file")
+    if isinstance(data, dict):
+        data = data.get("tools")
+    if not isinstance(data, list) or not data:
+        raise ConfigError(f"agent.tools_file={path!r}: expected a non-empty list of tools (or {{tools: [...]}})")
+    for i, tool in enumerate(data):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(name, str):
+            raise ConfigError(
+                f"agent.tools_file={path!r}: tool #{i} must look like "
+                "{type: function, function: {name: ..., parameters: ...}}"
+            )
+        if name not in TOOL_NAMES:
+            raise ConfigError(
+                f"agent.tools_file={path!r}: tool #{i} has name {name!r}; farm implements {list(TOOL_NAMES)}"
+            )
+    # Kept as JSON text so the cache cannot be mutated through a returned list.
+    return tuple(json.dumps(t) for t in data)
+
+
+def load_tools(tools_file: str | None = None) -> list[dict[str, Any]]:
+    """The tool list sent with every request: farm's defaults or the user's replacement."""
+    if not tools_file:
+        return copy.deepcopy(DEFAULT_TOOLS)
+    return [json.loads(t) for t in _tools_from_file(str(Path(tools_file).expanduser()))]
+
+
+def load_system_prompt(system_prompt_file: str | None = None) -> str:
+    path = Path(system_prompt_file).expanduser() if system_prompt_file else PROMPTS / "system.txt"
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(
+            f"agent.system_prompt_file={str(path)!r}: cannot read: {exc.strerror or exc}"
+        ) from None
+    if not text:
+        raise ConfigError(f"agent.system_prompt_file={str(path)!r}: file is empty")
+    return text

@@ -1,0 +1,60 @@
+"""Shared pieces for the agent tests: a real command runner, sandboxes, and policy endpoints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from farm.agent.llm import LLMClient
+from farm.agent.policies.server import PolicyServer, start_policy_server
+from farm.config import ModelConfig
+from agent_helpers import FakeSandbox, make_task
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+@pytest.fixture
+async def sandbox(workspace: Path):
+    """(sandbox, task): the real LocalSandbox when available, else FakeSandbox over workspace."""
+    sb = FakeSandbox(workspace)
+    yield sb, make_task(workdir=str(workspace))
+    await sb.close()
+
+
+@pytest.fixture
+def policy(tmp_path: Path) -> Callable[..., PolicyServer]:
+    servers: list[PolicyServer] = []
+
+    def start(turns: Any = None, name: str = "scripted") -> PolicyServer:
+        script = None
+        if name == "scripted":
+            script = tmp_path / f"script{len(servers)}.json"
+            script.write_text(json.dumps(turns))
+        srv = start_policy_server(name, script=str(script) if script else None)
+        servers.append(srv)
+        return srv
+
+    yield start
+    for srv in servers:
+        srv.close()
+
+
+@pytest.fixture
+def llm_for():
+    clients: list[LLMClient] = []
+
+    def make(server: PolicyServer, task_id: str = "t1", **model: Any) -> LLMClient:
+        cfg = ModelConfig(name="policy", base_url=server.base_url, max_retries=model.pop("max_retries", 0), **model)
+        client = LLMClient(cfg, session_id="sess-1", task_id=task_id)
+        clients.append(client)
+        return client
+
+    yield make
