@@ -1,0 +1,124 @@
+"""PatchEval Verified grading: the agent's patch, a fresh container, ``bash fix-run.sh``.
+
+Resolved iff fix-run.sh exits 0 (grading.md §3.3: the Verified grader runs only the PoC
+script, with no prepare.sh and no separate unit-test step). The patch is applied in a *fresh*
+sandbox from the same image because the agent's sandbox had the grader's payload removed
+(``prepare_workspace``) and may have been tampered with.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from farm.sandbox.base import Sandbox
+from farm.tasks.model import Task
+from farm.tasks.patcheval import WORKSPACE, repo_candidates
+
+FIX_PATCH = f"{WORKSPACE}/fix.patch"
+GRADE_COMMAND = f"cd {WORKSPACE} && bash fix-run.sh"
+
+
+@dataclass
+class PatchEvalVerdict:
+    resolved: bool
+    reward: float
+    exit_code: int
+    timed_out: bool
+    output: str
+    failure_type: str | None  # apply_fail | compilation_fail | validation_fail | timeout | None
+    verify_s: float
+
+
+async def detect_repo(sandbox: Sandbox, task: Task) -> str:
+    """The git root the agent should work in (first named candidate, else a unique .git below)."""
+    quoted = " ".join(shlex.quote(c) for c in repo_candidates(task))
+    script = (
+        f"for d in {quoted}; do [ -e \"$d/.git\" ] && {{ echo \"$d\"; exit 0; }}; done; "
+        f"find {WORKSPACE} -mindepth 2 -maxdepth 3 -name .git 2>/dev/null | sed 's#/.git$##'"
+    )
+    res = await sandbox.exec(script, timeout_s=60, cwd="/")
+    found = [line for line in res.stdout.splitlines() if line.strip()]
+    if res.exit_code == 0 and len(found) == 1:
+        return found[0]
+    raise RuntimeError(f"{task.task_id}: cannot locate the repository under {WORKSPACE}: {found or res.output[-300:]}")
+
+
+async def prepare_workspace(sandbox: Sandbox, task: Task) -> str:
+    """Agent phase: find the repo and remove the grader's payload from the agent's view."""
+    repo = await detect_repo(sandbox, task)
+    if repo == WORKSPACE:
+        cmd = f"rm -f {shlex.quote(FIX_PATCH)}"
+    else:
+        top = repo[len(WORKSPACE) + 1:].split("/", 1)[0]
+        cmd = (f"cd {WORKSPACE} && for e in * .[!.]* ..?*; do [ -e \"$e\" ] || continue; "
+               f"[ \"$e\" = {shlex.quote(top)} ] || rm -rf -- \"$e\"; done")
+    res = await sandbox.exec(cmd, timeout_s=120, cwd="/")
+    if res.exit_code != 0:
+        raise RuntimeError(f"{task.task_id}: hiding the grader payload failed: {res.output[-300:]}")
+    return repo
+
+
+_APPLY = re.compile(r"patch does not apply|corrupt patch|patch failed|can't find file to patch", re.I)
+_COMPILE = re.compile(r"SyntaxError|IndentationError|TypeError: |^\S+\.go:\d+:\d+:", re.M)
+
+
+def failure_type(output: str, exit_code: int, timed_out: bool = False) -> str | None:
+    """PatchEval's own heuristic over the grader's log (grading.md §3.2)."""
+    if timed_out:
+        return "timeout"
+    if exit_code == 0:
+        return None
+    if _APPLY.search(output):
+        return "apply_fail"
+    if _COMPILE.search(output) and "panic:" not in output:
+        return "compilation_fail"
+    return "validation_fail"
+
+
+def parse_grader_log(text: str) -> dict[str, Any]:
+    """The verdict lines of an upstream PatchEval log (``[PoC RESULT]: True`` ...)."""
+    def field(name: str) -> str | None:
+        m = re.search(rf"^\[{re.escape(name)}\]:\s*(.*)$", text, re.M)
+        return m.group(1).strip() if m else None
+
+    def boolean(v: str | None) -> bool | None:
+        return {"True": True, "False": False}.get(v or "")
+
+    poc, unit = boolean(field("PoC RESULT")), boolean(field("UnitTest RESULT"))
+    return {
+        "poc_result": poc, "unittest_result": unit, "validation_type": field("Validation TYPE"),
+        "poc_only_success": poc is True,
+        "strict_success": poc is True and unit is not False,
+    }
+
+
+def with_trailing_newline(patch: str) -> str:
+    return patch if patch.endswith("\n") or not patch else patch + "\n"
+
+
+async def grade(
+    make_sandbox: Callable[[Task, str], Sandbox | Awaitable[Sandbox]],
+    task: Task,
+    patch: str,
+) -> PatchEvalVerdict:
+    """Start a fresh verifier sandbox from the task image, apply ``patch`` via fix-run.sh."""
+    t0 = time.monotonic()
+    made = make_sandbox(task, "verifier")
+    sandbox: Sandbox = await made if isinstance(made, Awaitable) else made  # type: ignore[assignment]
+    try:
+        await sandbox.start()
+        await sandbox.write_file(FIX_PATCH, with_trailing_newline(patch).encode("utf-8"), 0o644)
+        res = await sandbox.exec(GRADE_COMMAND, timeout_s=task.verifier_timeout_s, cwd=WORKSPACE,
+                                 merge_stderr=True)
+    finally:
+        await sandbox.close()
+    ok = res.exit_code == 0 and not res.timed_out
+    return PatchEvalVerdict(
+        resolved=ok, reward=1.0 if ok else 0.0, exit_code=res.exit_code, timed_out=res.timed_out,
+        output=res.output, failure_type=failure_type(res.output, res.exit_code, res.timed_out),
+        verify_s=time.monotonic() - t0,
+    )

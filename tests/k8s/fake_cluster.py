@@ -1,0 +1,285 @@
+"""Thin fakes of the Kubernetes API server for tests on a machine without a cluster.
+
+FakeCoreV1Api / FakeNetworkingV1Api keep objects in dicts and count every call. A created pod
+is "run" by a FakeKubelet: the init container's real command (with the toolbox's Python) fills
+the shared volume, then the task container's real command runs in a bubblewrap sandbox whose
+root is a private directory with the host's /usr mounted read-only (the "image"). A pod gets
+its own network namespace iff a NetworkPolicy denying its egress exists when it is created,
+which is the one cluster behaviour the backend's correctness depends on here.
+FakeExecStream runs an exec command as a local subprocess in the pod's network namespace.
+
+What is not faked: the manifests (validated against the official schema elsewhere), the
+sandbox agent, the relay and the channel: they are the real programs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from farm.sandbox import manifests as m
+from farm.sandbox.local import agent_python, system_binds
+
+
+class _Counted:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def _count(self, name: str) -> None:
+        self.calls.append(name)
+
+
+def _selects(policy: dict[str, Any], labels: dict[str, str]) -> bool:
+    want = policy["spec"]["podSelector"].get("matchLabels", {})
+    return all(labels.get(k) == v for k, v in want.items())
+
+
+class FakeNetworkingV1Api(_Counted):
+    def __init__(self) -> None:
+        super().__init__()
+        self.policies: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def create_namespaced_network_policy(self, namespace: str, body: dict[str, Any]) -> Any:
+        self._count("create_namespaced_network_policy")
+        key = (namespace, body["metadata"]["name"])
+        if key in self.policies:
+            raise ApiException(status=409, reason="AlreadyExists")
+        self.policies[key] = body
+        return body
+
+    def delete_namespaced_network_policy(self, name: str, namespace: str, **_: Any) -> None:
+        self._count("delete_namespaced_network_policy")
+        if self.policies.pop((namespace, name), None) is None:
+            raise ApiException(status=404, reason="NotFound")
+
+    def list_namespaced_network_policy(self, namespace: str, label_selector: str = "") -> Any:
+        self._count("list_namespaced_network_policy")
+        k, _, v = label_selector.partition("=")
+        items = [client.V1NetworkPolicy(metadata=client.V1ObjectMeta(**_meta(b["metadata"])))
+                 for (ns, _), b in self.policies.items() if ns == namespace and b["metadata"]["labels"].get(k) == v]
+        return client.V1NetworkPolicyList(items=items)
+
+    def deny_egress(self, namespace: str, labels: dict[str, str]) -> bool:
+        return any(ns == namespace and _selects(p, labels) and p["spec"]["egress"] == []
+                   for (ns, _), p in self.policies.items())
+
+
+def _meta(meta: dict[str, Any]) -> dict[str, Any]:
+    return {"name": meta["name"], "namespace": meta.get("namespace"), "labels": meta.get("labels"),
+            "annotations": meta.get("annotations"), "uid": meta.get("uid"),
+            "creation_timestamp": meta.get("creation_timestamp")}
+
+
+class FakePod:
+    def __init__(self, body: dict[str, Any], root: Path, net: FakeNetworkingV1Api, toolbox: Path) -> None:
+        self.body = body
+        self.name = body["metadata"]["name"]
+        self.dir = root / self.name
+        self.rootfs = self.dir / "rootfs"
+        self.farm = self.dir / "farm"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.reads = 0
+        self.own_netns = net.deny_egress(body["metadata"]["namespace"], body["metadata"]["labels"])
+        self.toolbox = toolbox
+        self.init_failed: str | None = None
+
+    def host_path(self, arg: str) -> str:
+        return arg.replace(m.TOOLBOX_PREFIX, str(self.toolbox)).replace(m.FARM_MOUNT, str(self.farm))
+
+    def start(self) -> None:
+        spec = self.body["spec"]
+        for d in (self.rootfs / "tmp", self.rootfs / "root", self.farm, self.rootfs / ".farm"):
+            d.mkdir(parents=True, exist_ok=True)
+        (self.rootfs / "tmp").chmod(0o1777)
+        init = spec["initContainers"][0]["command"]
+        try:
+            res = subprocess.run([self.host_path(a) for a in init], capture_output=True, timeout=60)
+        except OSError as e:  # what a kubelet reports as StartError of the init container
+            self.init_failed = f"init container failed to start: {e}"
+            return
+        if res.returncode != 0:
+            self.init_failed = res.stderr.decode(errors="replace")[-500:]
+            return
+        c = spec["containers"][0]
+        workdir = c.get("workingDir", "/")
+        (self.rootfs / workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        python, python_binds = agent_python()
+        argv = ["bwrap", "--bind", str(self.rootfs), "/", *system_binds(), *python_binds,
+                "--dev", "/dev", "--proc", "/proc", "--ro-bind", str(self.farm), m.FARM_MOUNT,
+                "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--chdir", workdir]
+        if self.own_netns:
+            argv.append("--unshare-net")
+        env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
+               **{e["name"]: e["value"] for e in c.get("env", [])}}
+        self.stderr = open(self.dir / "stderr", "wb")
+        self.proc = subprocess.Popen([*argv, "--", *c["command"]], env=env, stdin=subprocess.DEVNULL,
+                                     stdout=self.stderr, stderr=self.stderr, start_new_session=True)
+
+    def phase(self) -> str:
+        if self.init_failed:
+            return "Failed"
+        if self.proc is None or self.reads <= 1:
+            return "Pending"  # the first poll sees what a real one would: not yet running
+        return "Running" if self.proc.poll() is None else "Failed"
+
+    def kill(self) -> None:
+        """Like a kubelet stopping the pod: PID 1 of the pod's PID namespace dies, and with it
+        everything in that namespace. Killing bwrap's child first lets bwrap reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+            except OSError:
+                children = []
+            for child in children:
+                try:
+                    os.kill(int(child), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+    def as_v1(self) -> client.V1Pod:
+        phase = self.phase()
+        terminated = None
+        if phase == "Failed":
+            code = self.proc.returncode if self.proc else 1
+            terminated = client.V1ContainerStateTerminated(exit_code=code or 137, reason="Error",
+                                                           message=self.init_failed)
+        status = client.V1PodStatus(
+            phase=phase,
+            container_statuses=[client.V1ContainerStatus(
+                name=m.TASK_CONTAINER, image=self.body["spec"]["containers"][0]["image"], image_id="",
+                ready=phase == "Running", restart_count=0,
+                state=client.V1ContainerState(terminated=terminated))],
+        )
+        meta = client.V1ObjectMeta(**_meta(self.body["metadata"]))
+        return client.V1Pod(metadata=meta, status=status)
+
+
+class FakeCoreV1Api(_Counted):
+    def __init__(self, root: Path, net: FakeNetworkingV1Api) -> None:
+        super().__init__()
+        self.root = root
+        self.net = net
+        self.pods: dict[tuple[str, str], FakePod] = {}
+        self.toolbox = root / "toolbox"
+        (self.toolbox / "python" / "bin").mkdir(parents=True, exist_ok=True)
+        link = self.toolbox / "python" / "bin" / "python3"
+        if not link.exists():
+            link.symlink_to(agent_python()[0])
+        self._uids = itertools.count(1)
+
+    def create_namespaced_pod(self, namespace: str, body: dict[str, Any]) -> client.V1Pod:
+        self._count("create_namespaced_pod")
+        key = (namespace, body["metadata"]["name"])
+        if key in self.pods:
+            raise ApiException(status=409, reason="AlreadyExists")
+        body["metadata"]["uid"] = str(uuid.UUID(int=next(self._uids)))
+        pod = FakePod(body, self.root, self.net, self.toolbox)
+        self.pods[key] = pod
+        pod.start()
+        return pod.as_v1()
+
+    def read_namespaced_pod(self, name: str, namespace: str) -> client.V1Pod:
+        self._count("read_namespaced_pod")
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            raise ApiException(status=404, reason="NotFound")
+        pod.reads += 1
+        return pod.as_v1()
+
+    def delete_namespaced_pod(self, name: str, namespace: str, **_: Any) -> None:
+        self._count("delete_namespaced_pod")
+        pod = self.pods.pop((namespace, name), None)
+        if pod is None:
+            raise ApiException(status=404, reason="NotFound")
+        pod.kill()
+        shutil.rmtree(pod.dir, ignore_errors=True)
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str = "") -> Any:
+        self._count("list_namespaced_pod")
+        k, _, v = label_selector.partition("=")
+        items = [p.as_v1() for (ns, _), p in self.pods.items()
+                 if ns == namespace and p.body["metadata"]["labels"].get(k) == v]
+        return client.V1PodList(items=items)
+
+    def close_all(self) -> None:
+        for pod in self.pods.values():
+            pod.kill()
+
+
+class _ProcStream:
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.reader = proc.stdout  # type: ignore[assignment]
+
+    def write(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+
+    async def drain(self) -> None:
+        assert self.proc.stdin is not None
+        await self.proc.stdin.drain()
+
+    def close(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+
+    def describe(self) -> str:
+        return f"fake exec exit status {self.proc.returncode}"
+
+
+class FakeExecStream:
+    """Stands in for kubernetes.stream: runs the exec command locally in the pod's namespaces."""
+
+    def __init__(self, core: FakeCoreV1Api) -> None:
+        self.core = core
+        self.opened = 0
+        self.streams: list[_ProcStream] = []
+
+    async def open(self, pod_name: str, command: list[str]) -> _ProcStream:
+        self.opened += 1
+        pod = next((p for (_, n), p in self.core.pods.items() if n == pod_name), None)
+        if pod is None or pod.proc is None or pod.proc.poll() is not None:
+            raise ApiException(status=404, reason=f"pod {pod_name} is not running")
+        argv = [pod.host_path(a) for a in command]
+        if pod.own_netns:
+            # the relay's abstract socket lives in the pod's network namespace
+            inner = _child_pid(pod.proc.pid)
+            argv = ["nsenter", "-t", str(inner), "-n", "--", *argv]
+        proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.PIPE,
+                                                    stdout=asyncio.subprocess.PIPE, limit=16 << 20)
+        stream = _ProcStream(proc)
+        self.streams.append(stream)
+        return stream
+
+
+def _child_pid(pid: int) -> int:
+    """The deepest first child of ``pid`` (bwrap -> its init -> the container command)."""
+    for _ in range(5):
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            break
+        if not children:
+            break
+        pid = int(children[0])
+    return pid
+
+
+def python_for_tests() -> str:
+    return sys.executable

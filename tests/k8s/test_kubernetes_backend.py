@@ -1,0 +1,208 @@
+"""The Kubernetes backend against the shared conformance suite, through thin API-server fakes.
+
+The agent, relay, channel and manifests are real; only the API server and the exec transport
+are fakes (fake_cluster.py). Counting the fakes' calls proves that tool calls after start cost
+no API-server call at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from farm.errors import ConfigError
+from farm.sandbox.base import Sandbox, SandboxLostError, SandboxStartError
+from farm.sandbox.kubernetes import KubernetesConfig, KubernetesSandbox
+from farm.tasks.model import Task
+
+from sandbox.conformance import SandboxConformance, make_task
+from .fake_cluster import FakeCoreV1Api, FakeExecStream, FakeNetworkingV1Api
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None or shutil.which("nsenter") is None or os.geteuid() != 0,
+    reason="the fake kubelet needs bubblewrap, nsenter and root",
+)
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                data = Path(f"/proc/{name}/stat").read_text()
+            except OSError:
+                continue
+            children.setdefault(int(data[data.rindex(")") + 2:].split()[1]), []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        data = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return data[data.rindex(")") + 2:].split()[19]
+
+
+class FakeClusterBackend:
+    shares_host_loopback = False  # a pod has its own network namespace
+
+    def __init__(self, root: Path, **cfg: Any) -> None:
+        self.net = FakeNetworkingV1Api()
+        self.core = FakeCoreV1Api(root, self.net)
+        self.execs = FakeExecStream(self.core)
+        self.cfg = KubernetesConfig(namespace="farm-test", toolbox_image="farm-toolbox:test", **cfg)
+
+    def make(self, task: Task, network: str) -> Sandbox:
+        return KubernetesSandbox(task, self.cfg, run_id="run-conformance", trial_key=os.urandom(8).hex(),
+                                 core_api=self.core, net_api=self.net, exec_opener=self.execs, poll_s=0.05)
+
+    async def kill_from_outside(self, sandbox: Sandbox) -> None:
+        assert isinstance(sandbox, KubernetesSandbox)
+        self.core.pods[(self.cfg.namespace, sandbox.name)].kill()
+
+    def processes(self, sandbox: Sandbox) -> list[Any]:
+        assert isinstance(sandbox, KubernetesSandbox)
+        pod = self.core.pods[(self.cfg.namespace, sandbox.name)]
+        assert pod.proc is not None
+        return [(p, _start_time(p)) for p in _descendants(pod.proc.pid)]
+
+    def still_running(self, identities: list[Any]) -> list[Any]:
+        return [(p, st) for p, st in identities if _start_time(p) == st]
+
+
+def _image_task(**kw: Any) -> Task:
+    kw.setdefault("image", "debian:bookworm")
+    return make_task(**kw)
+
+
+class TestKubernetesConformance(SandboxConformance):
+    @pytest.fixture
+    def backend(self, tmp_path: Path):
+        b = FakeClusterBackend(tmp_path / "cluster")
+        yield b
+        b.core.close_all()
+
+    @pytest.fixture
+    async def make_sandbox(self, backend: FakeClusterBackend):
+        made: list[Sandbox] = []
+
+        async def make(task: Task | None = None, *, network: str = "no-network", **kw: Any) -> Sandbox:
+            task = task or _image_task(network=network, **kw)
+            sb = backend.make(task, network)
+            made.append(sb)
+            await sb.start()
+            return sb
+
+        yield make
+        for sb in made:
+            await sb.close()
+
+    @pytest.mark.skip(reason="a pod's root filesystem is the image's own writable layer; read-only "
+                      "system directories are a property of the local backend only")
+    async def test_system_dirs_are_read_only(self) -> None:  # type: ignore[override]
+        pass
+
+
+# --- Kubernetes-specific behaviour ------------------------------------------------------------
+
+
+@pytest.fixture
+def cluster(tmp_path: Path):
+    b = FakeClusterBackend(tmp_path / "cluster")
+    yield b
+    b.core.close_all()
+
+
+async def test_tool_calls_after_start_cost_no_api_call(cluster: FakeClusterBackend) -> None:
+    sb = cluster.make(_image_task(network="no-network"), "no-network")
+    assert isinstance(sb, KubernetesSandbox)
+    await sb.start()
+    at_start = len(cluster.core.calls) + len(cluster.net.calls) + cluster.execs.opened
+    assert sb.stats.api_calls_start == at_start  # counted by the backend == seen by the fakes
+    assert cluster.net.calls == ["create_namespaced_network_policy"]
+    assert cluster.core.calls[0] == "create_namespaced_pod"  # after the policy: never unfenced
+    for i in range(20):
+        assert (await sb.exec(f"echo {i}")).stdout == f"{i}\n"
+        await sb.write_file(f"/tmp/f{i}", b"x" * i)
+        assert await sb.read_file(f"/tmp/f{i}") == b"x" * i
+        await sb.call("stat", path="/tmp")
+    assert len(cluster.core.calls) + len(cluster.net.calls) + cluster.execs.opened == at_start
+    assert sb.stats.api_calls_after_start == 0
+    assert sb.stats.extra["agent_network"] == "no-network" and sb.stats.extra["image"] == "debian:bookworm"
+    await sb.close()
+    assert sb.stats.api_calls_after_start == 0
+    assert sb.stats.extra["api_calls_close"] == 2  # delete pod + delete policy
+    assert cluster.core.pods == {} and cluster.net.policies == {}
+
+
+async def test_lost_stream_is_reopened_and_running_command_not_rerun(cluster: FakeClusterBackend) -> None:
+    sb = cluster.make(_image_task(), "no-network")
+    assert isinstance(sb, KubernetesSandbox)
+    await sb.start()
+    before = cluster.execs.opened
+    pending = asyncio.ensure_future(sb.exec("echo run >> /tmp/runs; sleep 1.5; echo done", timeout_s=30))
+    await asyncio.sleep(0.5)
+    cluster.execs.streams[-1].proc.kill()  # the WebSocket breaks mid-command
+    res = await asyncio.wait_for(pending, 20)
+    assert res.stdout == "done\n"
+    assert (await sb.read_file("/tmp/runs")) == b"run\n"  # re-attached, not run twice
+    assert cluster.execs.opened == before + 1 and sb.channel is not None and sb.channel.reconnects == 1
+    # re-opening is the only after-start cost: one exec stream, one pod read to check liveness
+    assert sb.stats.api_calls_after_start == 2
+    await sb.close()
+
+
+async def test_pod_killed_from_outside_is_lost_not_retried_forever(cluster: FakeClusterBackend) -> None:
+    sb = cluster.make(_image_task(), "no-network")
+    await sb.start()
+    await cluster.kill_from_outside(sb)
+    with pytest.raises(SandboxLostError, match="cannot serve"):
+        await asyncio.wait_for(sb.exec("true"), 20)
+    await sb.close()
+
+
+async def test_public_task_gets_allow_policy_and_shares_no_deny(cluster: FakeClusterBackend) -> None:
+    sb = cluster.make(_image_task(network="public"), "public")
+    assert isinstance(sb, KubernetesSandbox)
+    await sb.start()
+    (policy,) = cluster.net.policies.values()
+    assert policy["metadata"]["name"].endswith("-allow-egress")
+    pod = cluster.core.pods[("farm-test", sb.name)]
+    assert not pod.own_netns
+    await sb.set_network("no-network")
+    (policy,) = cluster.net.policies.values()
+    assert policy["metadata"]["name"].endswith("-deny-egress") and policy["spec"]["egress"] == []
+    await sb.close()
+
+
+async def test_init_failure_is_a_start_error_and_cleans_up(cluster: FakeClusterBackend, monkeypatch) -> None:
+    link = cluster.core.toolbox / "python" / "bin" / "python3"
+    link.unlink()
+    link.symlink_to("/nonexistent/python3")
+    sb = cluster.make(_image_task(), "no-network")
+    with pytest.raises(SandboxStartError, match="ended before it was ready"):
+        await sb.start()
+    assert cluster.core.pods == {} and cluster.net.policies == {}
+
+
+async def test_task_without_image_or_missing_from_lock_fails_before_any_pod(cluster: FakeClusterBackend) -> None:
+    from farm.errors import UnsupportedTaskError
+
+    with pytest.raises(UnsupportedTaskError, match="no image"):
+        cluster.make(make_task(image=None), "no-network")
+    cluster.cfg.image_lock = "sweb-v-20260904"
+    sb = cluster.make(_image_task(task_id="not-a-swebench-task"), "no-network")
+    with pytest.raises(ConfigError, match="not-a-swebench-task"):
+        await sb.start()
+    assert cluster.core.calls == [] and cluster.net.calls == []
