@@ -79,6 +79,18 @@ _BUILTIN_ERRORS: dict[str, type[Exception]] = {
 }
 
 
+def _encode_request(rid: str, op: str, args: Mapping[str, Any]) -> bytes:
+    """One protocol line. A ``data_b64`` given as bytes is spliced in unescaped: base64 is
+    JSON-safe, and json.dumps of a multi-megabyte string costs as much as the base64 itself."""
+    payload = args.get("data_b64")
+    if not isinstance(payload, (bytes, bytearray)):
+        return json.dumps({"id": rid, "op": op, "args": dict(args)}, separators=(",", ":")).encode() + b"\n"
+    rest = {k: v for k, v in args.items() if k != "data_b64"}
+    head = json.dumps({"id": rid, "op": op, "args": rest}, separators=(",", ":")).encode()[:-2]
+    sep = b"" if head.endswith(b"{") else b","
+    return b"".join((head, sep, b'"data_b64":"', bytes(payload), b'"}}\n'))
+
+
 def _remote_error(op: str, error: Mapping[str, Any]) -> Exception:
     type_ = str(error.get("type", "Error"))
     message = str(error.get("message", ""))
@@ -189,7 +201,7 @@ class Channel:
         if fut is None:
             fut = asyncio.get_running_loop().create_future()
             self._pending[rid] = fut
-        line = json.dumps({"id": rid, "op": op, "args": dict(args or {})}, separators=(",", ":")).encode() + b"\n"
+        line = _encode_request(rid, op, args or {})
         self.requests += 1
         try:
             async with self._write_lock:
@@ -302,7 +314,7 @@ class Channel:
                 "write",
                 {
                     "path": path,
-                    "data_b64": base64.b64encode(chunk).decode("ascii"),
+                    "data_b64": base64.b64encode(chunk),
                     "append": not first,
                     "mode": None if nxt else mode,
                     "mkdirs": True,

@@ -211,6 +211,22 @@ class Capture:
         return "%s%s[... %d bytes truncated ...]\n%s" % (head, sep, dropped, tail)
 
 
+def encode_response(payload):
+    """One protocol line; a bytes ``data_b64`` in the result is spliced in unescaped (base64
+    is JSON-safe, and json.dumps of megabytes of it costs as much as encoding it)."""
+    result = payload.get("result")
+    data = result.get("data_b64") if isinstance(result, dict) else None
+    if not isinstance(data, bytes):
+        return json.dumps(payload, separators=(",", ":")).encode("utf-8") + b"\n"
+    rest = dict(payload, result={k: v for k, v in result.items() if k != "data_b64"})
+    text = json.dumps(rest, separators=(",", ":")).encode("utf-8")
+    # the result object is the last key: {"id":..,"ok":true,"result":{...}}
+    assert text.endswith(b"}}")
+    head = text[:-2]
+    sep = b"" if head.endswith(b"{") else b","
+    return b"".join((head, sep, b'"data_b64":"', data, b'"}}\n'))
+
+
 # --- operations ----------------------------------------------------------------------------
 
 
@@ -227,7 +243,7 @@ class Agent:
     # protocol plumbing
 
     def send(self, payload):
-        line = json.dumps(payload, separators=(",", ":")).encode("utf-8") + b"\n"
+        line = encode_response(payload)
         with self.out_lock:
             try:
                 self.out.write(line)
@@ -402,7 +418,7 @@ class Agent:
             size = os.fstat(f.fileno()).st_size
             f.seek(int(offset))
             data = f.read(length)
-        return {"data_b64": base64.b64encode(data).decode("ascii"), "size": size, "eof": int(offset) + len(data) >= size}
+        return {"data_b64": base64.b64encode(data), "size": size, "eof": int(offset) + len(data) >= size}
 
     def op_write(self, path, data_b64, append=False, mode=None, mkdirs=True):
         data = base64.b64decode(data_b64)
