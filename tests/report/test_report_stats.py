@@ -165,3 +165,12 @@ def test_verdict_incomplete_over_threshold_is_configurable():
     # exactly at the threshold is still complete
     assert judge(_claim(50.0), s, incomplete_threshold=2 / 12).verdict == "reproduced"
     assert judge(_claim(50.0), dataclasses.replace(s, ci_low=math.nan), 0.5).verdict == "incomplete"
+
+
+def test_equal_attempts_tie_break_on_finished_at_like_the_store():
+    rows = [
+        trial("r", "b", "t1", 0, "resolved", attempt=1, finished_at=200.0),
+        trial("r", "b", "t1", 0, "infra_error", attempt=1, finished_at=100.0),
+    ]
+    s = stats_of(run_data("r", plan_table("r", "b", ["t1"], [0], ["base"], "m"), rows))
+    assert s.counts["resolved"] == 1 and s.counts["infra_error"] == 0
