@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
+import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from farm.config import AgentConfig
@@ -15,9 +14,15 @@ from farm.sandbox.inside import leaf_tools
 from farm.tasks.model import Environment, Task, VerifierSpec
 
 
+# A login shell sources ~/.profile; the host's (pyenv) takes ~0.4 s, a sandbox's does not.
+QUIET_ENV = dict(os.environ, HOME=tempfile.mkdtemp(prefix="farm-agent-home-"))
+
+
 def subprocess_exec(command, timeout_s=120.0, cwd=None, env=None, merge_stderr=False, output_cap=1 << 20):
     """exec_fn for running leaf_tools in-process: a real bash in its own process group."""
     started = time.monotonic()
+    if env is None:
+        env = QUIET_ENV
     proc = subprocess.Popen(
         ["/bin/bash", "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, start_new_session=True,
@@ -49,38 +54,11 @@ def subprocess_exec(command, timeout_s=120.0, cwd=None, env=None, merge_stderr=F
     }
 
 
-class FakeSandbox:
-    """Thin in-memory stand-in for a sandbox: the real leaf_tools over a host temp directory.
-
-    The task's workdir is mapped onto ``root`` (tools see ``root`` as their workdir). Used only
-    where a test needs to break the sandbox on purpose or LocalSandbox cannot run.
-    """
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        # A login shell sources ~/.profile; the host's may be slow (pyenv), a sandbox's is not.
-        home = root.parent / "home"
-        home.mkdir(exist_ok=True)
-        self.env = dict(os.environ, HOME=str(home))
-        self.closed = False
-        self.requests = 0
-
-    async def call(self, op: str, **args: Any) -> dict[str, Any]:
-        from farm.sandbox.base import SandboxClosedError
-
-        if self.closed:
-            raise SandboxClosedError("FakeSandbox is closed")
-        assert op == "tool", op
-        self.requests += 1
-        def exec_fn(command, timeout_s=120.0, cwd=None, env=None, merge_stderr=False, output_cap=1 << 20):
-            return subprocess_exec(command, timeout_s, cwd, env or self.env, merge_stderr, output_cap)
-
-        return await asyncio.to_thread(
-            leaf_tools.run_tool, args["name"], args["args"], str(self.root), args["limits"], exec_fn
-        )
-
-    async def close(self) -> None:
-        self.closed = True
+async def sandbox_file(sb: Any, path: str) -> bytes | None:
+    """Contents of a file inside the sandbox, or None when it does not exist."""
+    if not (await sb.call("stat", path=path)).get("exists"):
+        return None
+    return await sb.read_file(path)
 
 
 def make_task(workdir: str = "/app", instruction: str = "Fix the bug.", timeout_s: float = 600.0, **kw: Any) -> Task:

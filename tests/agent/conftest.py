@@ -11,7 +11,8 @@ import pytest
 from farm.agent.llm import LLMClient
 from farm.agent.policies.server import PolicyServer, start_policy_server
 from farm.config import ModelConfig
-from agent_helpers import FakeSandbox, make_task
+from agent_helpers import make_task
+from farm.sandbox.local import LocalSandbox
 
 
 @pytest.fixture
@@ -22,10 +23,12 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def sandbox(workspace: Path):
-    """(sandbox, task): the real LocalSandbox when available, else FakeSandbox over workspace."""
-    sb = FakeSandbox(workspace)
-    yield sb, make_task(workdir=str(workspace))
+async def sandbox(tmp_path: Path):
+    """(sandbox, task): a started real LocalSandbox (bubblewrap) whose workdir is /app."""
+    task = make_task(workdir="/app")
+    sb = LocalSandbox(task, root_dir=tmp_path / "sbx")
+    await sb.start()
+    yield sb, task
     await sb.close()
 
 
