@@ -99,11 +99,12 @@ def init_ray(address: str | None, num_cpus: int | None = None) -> bool:
 
     if ray.is_initialized():
         return False
-    runtime_env = {"env_vars": ray_env()}
     target = address or os.environ.get("RAY_ADDRESS")
     if target:
-        ray.init(address=target, runtime_env=runtime_env, log_to_driver=False)
+        # A job driver inherits the job's runtime_env; adding ours would conflict with it.
+        ray.init(address=target, log_to_driver=False)
         return False
+    runtime_env = {"env_vars": ray_env()}
     ray.init(
         _node_ip_address="127.0.0.1",
         include_dashboard=False,
