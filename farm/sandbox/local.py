@@ -61,6 +61,8 @@ BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # shared), MKNOD (device nodes on a host-backed bind) and the audit/fcap/chroot extras.
 KEEP_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_NET_BIND_SERVICE")
 PING_TIMEOUT_S = 30.0
+OWNER_FILE = "bwrap.pid"  # "<pid> <start time>" of the sandbox's bwrap, for gc_local
+CGROUPS_FILE = "cgroups"  # the sandbox's cgroup directories, one a line, for gc_local
 SHUTDOWN_TIMEOUT_S = 5.0
 PACKAGE_MANAGERS = re.compile(r"\b(apt-get|apt|apk|yum|dnf|microdnf|zypper|pacman)\b")
 
@@ -485,6 +487,8 @@ class CgroupLimits:
 class LocalSandbox:
     """A bubblewrap sandbox driven through the sandbox-agent channel."""
 
+    backend = "local"
+
     def __init__(
         self,
         task: Task,
@@ -576,6 +580,7 @@ class LocalSandbox:
             try:
                 self._cgroups = CgroupLimits.create(self.staging.name, self.task.environment.resources)
                 self.stats.extra["limits"] = self._cgroups.describe()
+                (self.staging / CGROUPS_FILE).write_text("".join(f"{d}\n" for d in self._cgroups.dirs))
                 argv = self._cgroups.wrap(argv)
             except CgroupUnavailable as e:
                 self.stats.extra["limits"] = f"unavailable: {e}"
@@ -592,6 +597,7 @@ class LocalSandbox:
                 start_new_session=True,
                 limit=LINE_LIMIT,
             )
+        (self.staging / OWNER_FILE).write_text(f"{self.proc.pid} {_start_time(self.proc.pid)}\n")
         self.channel = Channel(self.proc.stdout, self.proc.stdin, name=f"sandbox {self.task.task_id}", describe_loss=self._describe_loss)  # type: ignore[arg-type]
         self.channel.start()
         try:
@@ -696,3 +702,42 @@ class LocalSandbox:
             return await ch.request(op, args)
         finally:
             self.stats.requests = ch.requests
+
+
+# --- garbage collection ---------------------------------------------------------------------
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        data = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return data[data.rindex(")") + 2 :].split()[19]
+
+
+def gc_local(root_dir: Path | None = None, min_age_s: float = 60.0) -> list[str]:
+    """Remove what crashed drivers left behind: staging dirs whose bwrap is gone, with the
+    cgroups recorded in them. Returns the paths removed."""
+    root = Path(root_dir) if root_dir else Path(tempfile.gettempdir()) / "farm-sandboxes"
+    removed: list[str] = []
+    for d in sorted(root.iterdir()) if root.is_dir() else []:
+        if not d.is_dir():
+            continue
+        try:
+            pid_s, start = (d / OWNER_FILE).read_text().split()
+            alive = _start_time(int(pid_s)) == start
+        except (OSError, ValueError):
+            # no owner yet: a sandbox that is starting right now, unless it is old
+            alive = time.time() - d.stat().st_mtime < min_age_s
+        if alive:
+            continue
+        try:
+            dirs = [Path(x) for x in (d / CGROUPS_FILE).read_text().split("\n") if x]
+        except OSError:
+            dirs = []
+        if dirs:
+            CgroupLimits(dirs, [], None, 0).remove()
+            removed += [str(x) for x in dirs]
+        _rmtree(d)
+        removed.append(str(d))
+    return removed

@@ -355,6 +355,20 @@ class SandboxConformance:
         with pytest.raises(FarmError, match="unknown op"):
             await sb.call("no-such-op")
 
+    async def test_list_and_glob(self, make_sandbox: MakeSandbox) -> None:
+        sb = await make_sandbox()
+        await sb.exec("mkdir -p 'g/a b/c' && touch g/x.py 'g/a b/y.py' 'g/a b/c/z.py' g/n.txt && ln -s x.py g/l")
+        listing = await sb.call("list", path="/app/g")
+        assert [(e["name"], e["type"]) for e in listing["entries"]] == [
+            ("a b", "dir"), ("l", "link"), ("n.txt", "file"), ("x.py", "file")
+        ]
+        found = await sb.call("glob", pattern="g/**/*.py", cwd="/app")
+        assert found == {"paths": ["/app/g/a b/c/z.py", "/app/g/a b/y.py", "/app/g/x.py"], "truncated": False}
+        capped = await sb.call("glob", pattern="/app/g/**/*.py", limit=2)
+        assert len(capped["paths"]) == 2 and capped["truncated"]
+        with pytest.raises(FileNotFoundError):
+            await sb.call("list", path="/app/none")
+
     # --- environment build ------------------------------------------------------------------
 
     async def test_build_steps_are_applied(self, make_sandbox: MakeSandbox, tmp_path: Path) -> None:

@@ -222,3 +222,23 @@ async def test_agent_runs_under_a_python_outside_usr(sandbox_root: Path, monkeyp
         pong = await sb.call("ping")
         assert pong["python"] == "%d.%d.%d" % sys.version_info[:3]
         assert (await sb.exec("touch /root/ok")).exit_code == 0
+
+
+async def test_gc_removes_what_a_crashed_driver_left(sandbox_root: Path) -> None:
+    sb = LocalSandbox(make_task(), root_dir=sandbox_root)
+    await sb.start()
+    live = LocalSandbox(make_task(), root_dir=sandbox_root)
+    await live.start()
+    try:
+        assert sb.staging is not None and live.staging is not None
+        # simulate a crash: the sandbox dies but nobody closes it
+        os.killpg(sb.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        await sb.proc.wait()  # type: ignore[union-attr]
+        cgroups = list(sb._cgroups.dirs) if sb._cgroups else []
+        removed = local.gc_local(sandbox_root)
+        assert str(sb.staging) in removed and not sb.staging.exists()
+        assert all(not d.exists() for d in cgroups)
+        assert live.staging.exists() and (await live.exec("echo alive")).stdout == "alive\n"
+    finally:
+        await live.close()
+        await sb.close()

@@ -440,6 +440,34 @@ class Agent:
             return {"exists": False, "is_dir": False, "size": 0}
         return {"exists": True, "is_dir": stat.S_ISDIR(st.st_mode), "size": st.st_size}
 
+    def op_list(self, path):
+        entries = []
+        with os.scandir(path) as it:
+            for e in it:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                kind = "dir" if stat.S_ISDIR(st.st_mode) else "link" if stat.S_ISLNK(st.st_mode) else "file"
+                entries.append({"name": e.name, "type": kind, "size": st.st_size})
+        entries.sort(key=lambda x: x["name"])
+        return {"entries": entries}
+
+    def op_glob(self, pattern, cwd=None, limit=10000):
+        import glob as globmod
+
+        base = cwd or os.getcwd()
+        full = pattern if os.path.isabs(pattern) else os.path.join(base, pattern)
+        paths = []
+        truncated = False
+        for p in globmod.iglob(full, recursive=True):
+            if len(paths) >= int(limit):
+                truncated = True
+                break
+            paths.append(p)
+        paths.sort()
+        return {"paths": paths, "truncated": truncated}
+
     def op_untar(self, path, dest, remove=True):
         os.makedirs(dest, exist_ok=True)
         files = 0
