@@ -45,11 +45,13 @@ TRIAL_ANNOTATION = "farm.dev/trial-key"
 TASK_ANNOTATION = "farm.dev/task"
 CREATED_ANNOTATION = "farm.dev/created-at"
 DEADLINE_ANNOTATION = "farm.dev/deadline-s"
+WORKDIR_ANNOTATION = "farm.dev/workdir"
 
 TASK_CONTAINER = "task"
 TOOLBOX_CONTAINER = "farm-toolbox"
 FARM_MOUNT = "/.farm"  # shared volume: standalone Python + sandbox-agent programs
 TOOLBOX_PREFIX = "/opt/farm"  # where the toolbox image keeps python/ (see infra/k8s/toolbox)
+TOOLBOX_INIT_PYTHON = "/usr/bin/python3"  # the toolbox's own Python, runs the init script
 PYTHON = f"{FARM_MOUNT}/python/bin/python3"
 INSIDE_DIR = f"{FARM_MOUNT}/inside"
 RELAY = f"{INSIDE_DIR}/relay.py"
@@ -150,7 +152,7 @@ def pack_inside(directory: Path, extra: Iterable[Path] = ()) -> str:
 
 # Runs in the init container with the toolbox's own Python: copy the standalone interpreter
 # into the shared volume and unpack the agent programs passed as argv[1].
-_INIT_SCRIPT = (
+INIT_SCRIPT = (
     "import base64,io,os,shutil,sys,tarfile\n"
     f"shutil.copytree({TOOLBOX_PREFIX + '/python'!r},{FARM_MOUNT + '/python'!r},symlinks=True,dirs_exist_ok=True)\n"
     f"os.makedirs({INSIDE_DIR!r},exist_ok=True)\n"
@@ -198,6 +200,9 @@ def pod_manifest(
         TASK_ANNOTATION: f"{task.benchmark}/{task.task_id}",
         CREATED_ANNOTATION: str(int(now if now is not None else time.time())),
         DEADLINE_ANNOTATION: str(deadline),
+        # not the container's workingDir: podman refuses one the image lacks; every request
+        # carries its cwd and the backend creates the workdir before the first one
+        WORKDIR_ANNOTATION: task.workdir,
     }
     task_env = {**task.environment.env, **(env or {})}
     volume_mount = {"name": "farm", "mountPath": FARM_MOUNT}
@@ -213,7 +218,7 @@ def pod_manifest(
                 "name": TOOLBOX_CONTAINER,
                 "image": cfg.toolbox_image,
                 "imagePullPolicy": "IfNotPresent",
-                "command": [f"{TOOLBOX_PREFIX}/python/bin/python3", "-c", _INIT_SCRIPT, inside_b64],
+                "command": [TOOLBOX_INIT_PYTHON, "-c", INIT_SCRIPT, inside_b64],
                 "volumeMounts": [volume_mount],
                 "resources": {
                     "requests": {"cpu": "100m", "memory": "64Mi", "ephemeral-storage": "64Mi"},
@@ -235,7 +240,6 @@ def pod_manifest(
                 "imagePullPolicy": "IfNotPresent",
                 # PID 1 is the relay; it starts the sandbox agent and outlives exec streams.
                 "command": [PYTHON, RELAY, "serve", socket_name(name), PYTHON, SERVER],
-                "workingDir": task.workdir,
                 "env": [{"name": k, "value": str(v)} for k, v in sorted(task_env.items())],
                 "resources": resources(task, cfg),
                 "securityContext": container_security(cfg.capabilities),

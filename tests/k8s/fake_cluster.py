@@ -104,7 +104,9 @@ class FakePod:
         (self.rootfs / "tmp").chmod(0o1777)
         init = spec["initContainers"][0]["command"]
         try:
-            res = subprocess.run([self.host_path(a) for a in init], capture_output=True, timeout=60)
+            argv = [self.host_path(a) for a in init]
+        argv[0] = str(self.toolbox / "python" / "bin" / "python3")  # the toolbox's own Python
+        res = subprocess.run(argv, capture_output=True, timeout=60)
         except OSError as e:  # what a kubelet reports as StartError of the init container
             self.init_failed = f"init container failed to start: {e}"
             return
@@ -112,7 +114,7 @@ class FakePod:
             self.init_failed = res.stderr.decode(errors="replace")[-500:]
             return
         c = spec["containers"][0]
-        workdir = c.get("workingDir", "/")
+        workdir = c.get("workingDir", "/")  # like a kubelet: the image's own WORKDIR otherwise
         (self.rootfs / workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
         python, python_binds = agent_python()
         argv = ["bwrap", "--bind", str(self.rootfs), "/", *system_binds(), *python_binds,

@@ -20,7 +20,7 @@ from farm.sandbox.base import Sandbox, SandboxLostError, SandboxStartError
 from farm.sandbox.kubernetes import KubernetesConfig, KubernetesSandbox
 from farm.tasks.model import Task
 
-from sandbox.conformance import SandboxConformance, make_task
+from ..sandbox.conformance import SandboxConformance, make_task
 from .fake_cluster import FakeCoreV1Api, FakeExecStream, FakeNetworkingV1Api
 
 pytestmark = pytest.mark.skipif(
