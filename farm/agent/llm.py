@@ -199,13 +199,13 @@ class LLMClient:
         # Serialised here and posted through the client's request machinery (retries, backoff,
         # timeouts): the SDK's typed transform of `messages` costs O(conversation) Python work
         # per call, ~0.3 s per request at 600 messages.
+        started = time.monotonic()  # the model call as the client sees it, serialisation included
         req = self.request(messages, tools)
         try:
             payload = json.dumps(req, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate somewhere: escape rather than send bad UTF-8
             payload = json.dumps(req).encode("ascii")
         headers["Content-Type"] = "application/json"
-        started = time.monotonic()
         try:
             resp = await self._client.post(
                 "/chat/completions", cast_to=httpx.Response, content=payload,

@@ -221,3 +221,28 @@ class PolicyServer:
 
 def start_policy_server(policy: str, *, script: str | None = None) -> PolicyServer:
     return PolicyServer(Policy(policy, script))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve a policy until interrupted: ``python -m farm.agent.policies.server oracle``."""
+    import argparse
+    import signal
+
+    ap = argparse.ArgumentParser(description="Serve a farm policy as an OpenAI-compatible endpoint")
+    ap.add_argument("policy", choices=POLICIES)
+    ap.add_argument("--script", help="turns file for the scripted policy")
+    args = ap.parse_args(argv)
+    server = start_policy_server(args.policy, script=args.script)
+    print(server.base_url, flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()
