@@ -294,6 +294,12 @@ def main() -> int:
             print(f"unknown task id(s): {', '.join(sorted(unknown))}", file=sys.stderr)
             return 2
         tasks = [t for t in tasks if t.name in args.task]
+    # The unittest grader is copied into each task (tasks must be self-contained); copies
+    # that drift apart would grade tasks differently.
+    graders = {p.read_bytes() for p in SUITE.glob("*/tests/grade.py")}
+    if len(graders) > 1:
+        print("the copies of tests/grade.py differ between tasks", file=sys.stderr)
+        return 1
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         rows = list(pool.map(lambda t: check_task(t, args.keep), tasks))
 

@@ -1,6 +1,8 @@
 #!/bin/bash
 # Builds /app/recipes: a history in which the tomato-soup commit was lost by a hard reset.
 set -euo pipefail
+# Own identity, so the commit ids do not depend on the environment the build runs in.
+export GIT_AUTHOR_NAME=farm GIT_AUTHOR_EMAIL=farm@example.invalid GIT_COMMITTER_NAME=farm GIT_COMMITTER_EMAIL=farm@example.invalid
 mkdir -p /app/recipes && cd /app/recipes
 git init -q -b main
 n=0
