@@ -275,6 +275,8 @@ def system_binds() -> list[str]:
     return args
 
 
+# -I: a task's PYTHONPATH/PYTHONHOME must not leak into the agent (its commands still get
+# them); -S: no site-packages scan, ~25 ms of every sandbox start
 def bwrap_argv(
     staging_fs: Path, tops: list[str], workdir: str, network: str, hostname: str
 ) -> list[str]:
@@ -291,7 +293,7 @@ def bwrap_argv(
     argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     for cap in KEEP_CAPS:
         argv += ["--cap-add", cap]
-    argv += ["--remount-ro", "/", "--chdir", workdir, "--", python, f"{AGENT_MOUNT}/server.py"]
+    argv += ["--remount-ro", "/", "--chdir", workdir, "--", python, "-I", "-S", f"{AGENT_MOUNT}/server.py"]
     return argv
 
 

@@ -242,3 +242,11 @@ async def test_gc_removes_what_a_crashed_driver_left(sandbox_root: Path) -> None
     finally:
         await live.close()
         await sb.close()
+
+
+async def test_tool_op_reaches_leaf_tools_inside_bwrap(sandbox_root: Path) -> None:
+    if not (local.INSIDE_DIR / "leaf_tools.py").exists():
+        pytest.skip("leaf_tools.py is not in farm/sandbox/inside yet")
+    async with LocalSandbox(make_task(), root_dir=sandbox_root) as sb:
+        res = await sb.call("tool", name="Bash", args={"command": "echo from-tool; pwd"}, workdir="/app", limits={})
+        assert "from-tool" in res["observation"] and "/app" in res["observation"]

@@ -18,7 +18,6 @@ import selectors
 import signal
 import stat
 import sys
-import tarfile
 import threading
 import time
 import traceback
@@ -287,7 +286,8 @@ class Agent:
         except TypeError as e:
             resp = {"id": rid, "ok": False, "error": {"type": "TypeError", "message": "%s: %s" % (op, e)}}
         except Exception as e:
-            if not isinstance(e, (OSError, ValueError, ModuleNotFoundError, tarfile.TarError, UnknownOpError)):
+            expected = (OSError, ValueError, ModuleNotFoundError, UnknownOpError)
+            if not isinstance(e, expected) and type(e).__module__ != "tarfile":
                 _log("op %s failed:\n%s" % (op, traceback.format_exc()))
             resp = {"id": rid, "ok": False, "error": {"type": type(e).__name__, "message": str(e)}}
         with self.state_lock:
@@ -469,6 +469,8 @@ class Agent:
         return {"paths": paths, "truncated": truncated}
 
     def op_untar(self, path, dest, remove=True):
+        import tarfile
+
         os.makedirs(dest, exist_ok=True)
         files = 0
         try:
