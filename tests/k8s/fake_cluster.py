@@ -103,10 +103,10 @@ class FakePod:
             d.mkdir(parents=True, exist_ok=True)
         (self.rootfs / "tmp").chmod(0o1777)
         init = spec["initContainers"][0]["command"]
-        try:
-            argv = [self.host_path(a) for a in init]
+        argv = [self.host_path(a) for a in init]
         argv[0] = str(self.toolbox / "python" / "bin" / "python3")  # the toolbox's own Python
-        res = subprocess.run(argv, capture_output=True, timeout=60)
+        try:
+            res = subprocess.run(argv, capture_output=True, timeout=60)
         except OSError as e:  # what a kubelet reports as StartError of the init container
             self.init_failed = f"init container failed to start: {e}"
             return
