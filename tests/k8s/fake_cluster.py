@@ -15,6 +15,7 @@ sandbox agent, the relay and the channel: they are the real programs.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import itertools
 import os
 import shutil
@@ -55,6 +56,7 @@ class FakeNetworkingV1Api(_Counted):
         key = (namespace, body["metadata"]["name"])
         if key in self.policies:
             raise ApiException(status=409, reason="AlreadyExists")
+        body["metadata"].setdefault("creation_timestamp", dt.datetime.now(dt.timezone.utc))
         self.policies[key] = body
         return body
 
@@ -191,6 +193,7 @@ class FakeCoreV1Api(_Counted):
         if key in self.pods:
             raise ApiException(status=409, reason="AlreadyExists")
         body["metadata"]["uid"] = str(uuid.UUID(int=next(self._uids)))
+        body["metadata"].setdefault("creation_timestamp", dt.datetime.now(dt.timezone.utc))
         pod = FakePod(body, self.root, self.net, self.toolbox)
         self.pods[key] = pod
         pod.start()
