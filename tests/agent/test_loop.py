@@ -12,6 +12,7 @@ from agent_helpers import agent_cfg, sandbox_file
 from farm.agent import run_agent
 from farm.agent.llm import LLMClient
 from farm.config import ModelConfig
+from farm.store.schema import STEPS_SCHEMA, to_table
 
 
 def bash(cmd: str, **extra) -> dict:
@@ -47,6 +48,8 @@ async def test_tool_turn_then_final_answer(sandbox, policy, llm_for):
     assert sum((s.messages for s in steps), []) == traj.messages
     row = steps[0].to_row("run", "key", 1)
     assert json.loads(row.messages_json) == traj.messages[:4]
+    table = to_table([s.to_row("run", "key", 1) for s in steps], STEPS_SCHEMA)
+    assert table.column("step").to_pylist() == [0, 1] and table.column("trial_key").to_pylist() == ["key", "key"]
     assert row.n_tool_calls == 1 and row.tool_names == ["Bash"] and row.tool_output_chars == [len("Exit code: 0\nSTDOUT:\nhi\n\nSTDERR:\n")]
     c = traj.counters
     assert (c.steps, c.tool_calls, c.tool_calling_turns, c.parallel_call_turns) == (2, 1, 1, 0)
