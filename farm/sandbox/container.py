@@ -257,3 +257,26 @@ class ContainerSandbox:
             return
         await self._engine("rm", "-f", "-t", "0", self.name, check=False)
         await self._engine("volume", "rm", "-f", self.volume, check=False)
+
+
+def make_container_sandbox(task: Task, cfg: Any, network: str | None = None, *, run_id: str | None = None,
+                           trial_key: str | None = None, attempt: int = 0, role: str = "agent") -> ContainerSandbox:
+    """Factory used by farm.run.trial: ``cfg`` is the FarmConfig (sandbox.docker is a dict)."""
+    import uuid
+
+    ccfg = ContainerConfig.from_dict(_plain(cfg.sandbox.docker))
+    return ContainerSandbox(task, ccfg, run_id=run_id or getattr(cfg.run, "id", None) or "adhoc",
+                            trial_key=trial_key or uuid.uuid4().hex, attempt=attempt, role=role,
+                            network=network)  # type: ignore[arg-type]
+
+
+def _plain(section: Any) -> dict[str, Any]:
+    """A config section as plain Python containers (OmegaConf DictConfig or a dict)."""
+    try:
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(section):
+            return OmegaConf.to_container(section, resolve=True)  # type: ignore[return-value]
+    except ImportError:  # pragma: no cover
+        pass
+    return dict(section or {})

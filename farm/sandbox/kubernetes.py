@@ -340,6 +340,7 @@ class KubernetesSandbox:
         net_api: Any = None,
         exec_opener: ExecOpener | None = None,
         role: str = "agent",
+        network: NetworkMode | None = None,
         poll_s: float = 2.0,
     ) -> None:
         if task.environment.image is None:
@@ -358,8 +359,8 @@ class KubernetesSandbox:
         self.exec_opener = exec_opener or KubeExecOpener(core_api, cfg.namespace)
         self.name = m.pod_name(task.benchmark.replace("_", "-"), task.task_id, trial_key, attempt,
                                "" if role == "agent" else role)
-        self.network: NetworkMode = (cfg.agent_network or task.agent_network) if role == "agent" \
-            else (cfg.verifier_network or task.verifier_network)  # type: ignore[assignment]
+        self.network: NetworkMode = network or ((cfg.agent_network or task.agent_network) if role == "agent"
+                                                else (cfg.verifier_network or task.verifier_network))  # type: ignore[assignment]
         self.stats = SandboxStats()
         self.channel: ReconnectingChannel | None = None
         self.image: str | None = None
@@ -578,3 +579,40 @@ class KubernetesSandbox:
                 await self._delete_policy(name)
         finally:
             self._phase = phase
+
+
+_CLIENTS: dict[tuple[str | None, str | None], tuple[Any, Any]] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def shared_clients(cfg: KubernetesConfig) -> tuple[Any, Any]:
+    """One client set per process and kubeconfig/context (not one per attempt)."""
+    key = (cfg.kubeconfig, cfg.context)
+    with _CLIENTS_LOCK:
+        if key not in _CLIENTS:
+            _CLIENTS[key] = load_clients(cfg)
+        return _CLIENTS[key]
+
+
+def make_kubernetes_sandbox(task: Task, cfg: Any, network: str | None = None, *, run_id: str | None = None,
+                            trial_key: str | None = None, attempt: int = 0, role: str = "agent") -> KubernetesSandbox:
+    """Factory used by farm.run.trial: ``cfg`` is the FarmConfig (sandbox.kubernetes is a dict)."""
+    import uuid
+
+    kcfg = KubernetesConfig.from_dict(_plain(cfg.sandbox.kubernetes))
+    core, net = shared_clients(kcfg)
+    return KubernetesSandbox(task, kcfg, run_id=run_id or getattr(cfg.run, "id", None) or "adhoc",
+                             trial_key=trial_key or uuid.uuid4().hex, attempt=attempt, role=role,
+                             network=network, core_api=core, net_api=net)  # type: ignore[arg-type]
+
+
+def _plain(section: Any) -> dict[str, Any]:
+    """A config section as plain Python containers (OmegaConf DictConfig or a dict)."""
+    try:
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(section):
+            return OmegaConf.to_container(section, resolve=True)  # type: ignore[return-value]
+    except ImportError:  # pragma: no cover
+        pass
+    return dict(section or {})
