@@ -160,6 +160,14 @@ def test_bash_is_a_login_shell_without_persistent_state(workspace):
     )
 
 
+def test_bash_passes_the_sandbox_env(workspace):
+    import os
+
+    env = dict(os.environ, HOME=str(workspace), FARM_TASK_VAR="from-image")
+    assert obs("Bash", {"command": "echo $FARM_TASK_VAR"}, workspace, env=env).startswith(
+        "Exit code: 0\nSTDOUT:\nfrom-image\n")
+
+
 def test_bash_timeout_rules():
     t = leaf_tools.bash_timeout
     assert t({}, 120) == 120

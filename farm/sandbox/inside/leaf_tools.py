@@ -24,6 +24,7 @@ DEFAULT_LIMITS = {
     "bash_timeout_s": 120.0,
     "truncation": "head",  # head (Leaf) | head_tail
     "max_timeout_s": None,  # farm: the remaining agent budget caps a Bash timeout
+    "env": None,  # extra environment for Bash (e.g. the task image's ENV), set by the sandbox
 }
 MIN_BASH_TIMEOUT_S = 0.1
 TRUTHY = ("1", "true", "yes", "on")
@@ -204,7 +205,8 @@ def tool_bash(args, workdir, limits, exec_fn, extra):
     output_cap = max(8 * cap_chars + 4096, 65536)
     res = exec_fn(
         "exec /bin/bash -lc " + shlex.quote(str(command)),
-        timeout_s=timeout_s, cwd=workdir, env=None, merge_stderr=False, output_cap=output_cap,
+        timeout_s=timeout_s, cwd=workdir, env=limits.get("env") or None, merge_stderr=False,
+        output_cap=output_cap,
     )
     out, err = res.get("stdout", ""), res.get("stderr", "")
     extra["exit_code"] = res.get("exit_code")
