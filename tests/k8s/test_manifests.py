@@ -135,3 +135,20 @@ def test_infra_manifests_validate_and_rbac_is_minimal() -> None:
     assert policy["spec"]["egress"] == [] and policy["spec"]["policyTypes"] == ["Egress"]
     sandbox_ns = {d["metadata"]["namespace"] for d in docs if d["kind"] != "Namespace"}
     assert sandbox_ns == {KubernetesConfig().namespace}
+
+
+def test_cluster_doc_matches_the_manifests() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cluster.md").read_text()
+    for path in sorted(INFRA.glob("*.yaml")):
+        assert f"kubectl apply -f infra/k8s/{path.name}" in doc
+        for d in yaml.safe_load_all(path.read_text()):
+            assert d["metadata"]["name"] in doc, (path.name, d["metadata"]["name"])
+    assert "infra/k8s/toolbox" in doc and (INFRA / "toolbox" / "Dockerfile").is_file()
+    for label in (m.APP_LABEL + "=" + m.APP_NAME, m.RUN_LABEL, m.TRIAL_LABEL, m.POD_LABEL, m.NETWORK_LABEL):
+        assert label in doc
+    for field in ("namespace", "toolbox_image", "image_registry", "pull_secrets", "runtime_class", "node_selector",
+                  "tolerations", "keep_pods", "capabilities", "cpu_limit_factor", "pod_lifetime_s",
+                  "unschedulable_grace_s", "public_egress_except"):
+        assert f"sandbox.kubernetes.{field}" in doc or f"`{field}`" in doc, field
+        assert hasattr(KubernetesConfig(), field)
+    assert KubernetesConfig().namespace in doc and m.FARM_MOUNT + "/python" in doc
