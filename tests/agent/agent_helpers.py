@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 from farm.config import AgentConfig
-from farm.sandbox.inside import leaf_tools
 from farm.tasks.model import Environment, Task, VerifierSpec
 
 
