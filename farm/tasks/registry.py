@@ -13,7 +13,9 @@ BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 
 
 def builtin_tasks() -> list[Task]:
-    return load_harbor_dir(BUILTIN_DIR, "builtin", source=Source(url="farm:builtin", revision="bundled"))
+    # terminal tasks are not git repositories: their patch is simply empty
+    return load_harbor_dir(BUILTIN_DIR, "builtin", defaults=HarborDefaults(require_git_patch=False),
+                           source=Source(url="farm:builtin", revision="bundled"))
 
 
 def load_benchmark(cfg: BenchmarkConfig) -> list[Task]:
@@ -23,7 +25,7 @@ def load_benchmark(cfg: BenchmarkConfig) -> list[Task]:
         if not path.is_dir():
             raise ConfigError(f"invalid value {cfg.path!r} for 'benchmark.path': not a directory")
         name = cfg.name if cfg.name != "builtin" else path.name
-        tasks = load_harbor_dir(path, name, defaults=HarborDefaults(), source=Source(url=str(path)))
+        tasks = load_harbor_dir(path, name, defaults=HarborDefaults(require_git_patch=False), source=Source(url=str(path)))
     elif cfg.name == "builtin":
         tasks = builtin_tasks()
     else:

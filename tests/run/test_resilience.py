@@ -1,0 +1,180 @@
+"""Nothing lost, nothing duplicated: SIGKILLed drivers, sandboxes killed from outside, and an
+endpoint that fails for a while."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from farm.config import load_config
+from farm.run.driver import run_experiment
+from farm.store import ResultStore
+
+from ..conftest import free_port
+from .conftest import CHECK_ANSWER, make_task
+
+HERE = Path(__file__).resolve().parent
+FARM = [sys.executable, "-m", "farm.cli"]
+SOLVE_TURNS = [
+    {"tool_calls": [{"name": "Bash", "arguments": {"command": "sleep 0.3; echo fixed > /app/answer.txt"}}],
+     "delay_s": 0.2},
+    {"content": "done", "delay_s": 0.1},
+]
+
+
+def _wait_port(port: int, timeout: float = 30) -> None:
+    import socket
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"port {port} did not open")
+
+
+@pytest.fixture
+def counting_endpoint(tmp_path: Path):
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump(SOLVE_TURNS))
+    port, log = free_port(), tmp_path / "calls.log"
+    proc = subprocess.Popen([sys.executable, str(HERE / "counting_policy.py"), str(script), str(port), str(log)])
+    _wait_port(port)
+    yield f"http://127.0.0.1:{port}/v1", log
+    proc.terminate()
+    proc.wait(10)
+
+
+def _calls(log: Path) -> list[tuple[float, str]]:
+    out = []
+    for line in log.read_text().splitlines():
+        ts, session = line.split()
+        out.append((float(ts), session))
+    return out
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_sigkilled_driver_loses_and_duplicates_nothing(backend, counting_endpoint, tmp_path, request):
+    base_url, log = counting_endpoint
+    tasks = tmp_path / "tasks"
+    for i in range(12):
+        make_task(tasks, f"t{i:02d}", CHECK_ANSWER, solve_sh=None)
+    if backend == "s3":
+        endpoint = request.getfixturevalue("s3_endpoint")
+        uri = f"s3://{request.getfixturevalue('s3_bucket')}/crash"
+        store_args = [f"store.uri={uri}", f"store.endpoint_url={endpoint}"]
+    else:
+        uri, endpoint = str(tmp_path / "store"), None
+        store_args = [f"store.uri={uri}"]
+    args = ["run", "--quiet", f"benchmark.path={tasks}", "agent=leaf", f"model.base_url={base_url}",
+            "run.seeds=4", "run.executor=local", "run.max_in_flight=6", "run.id=crash",
+            "store.batch_rows=4", "store.flush_interval_s=0.5", *store_args]
+    store = ResultStore.open(uri, endpoint)
+    rng = random.Random(1234)
+    kills: list[tuple[float, set[str]]] = []
+    for _ in range(3):
+        before = store.read_trials("crash").num_rows if store.read_run_meta("crash") else 0
+        proc = subprocess.Popen(FARM + args, start_new_session=True, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        # kill at a random moment after this invocation committed a random number of trials
+        want, deadline = before + rng.randint(1, 8), time.time() + 120
+        while time.time() < deadline and proc.poll() is None:
+            if store.read_run_meta("crash") and store.read_trials("crash").num_rows >= want:
+                break
+            time.sleep(0.2)
+        time.sleep(rng.uniform(0.0, 1.5))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        killed_at = time.time()
+        committed = {r["trial_key"] for r in store.read_trials("crash").to_pylist()}
+        kills.append((killed_at, committed))
+    final = subprocess.run(FARM + args, capture_output=True, text=True, timeout=600)
+    assert final.returncode == 0, final.stderr[-3000:]
+
+    rows = store.read_trials("crash", dedupe=False).to_pylist()
+    keys = [r["trial_key"] for r in rows]
+    assert len(rows) == 48 and len(set(keys)) == 48  # exactly one row per trial, all finished
+    assert {r["status"] for r in rows} == {"resolved"}
+    plan = {r["trial_key"] for r in store.read_plan("crash").to_pylist()}
+    assert plan == set(keys)
+    assert any(committed for _, committed in kills), "no trial was committed before any kill"
+    calls = _calls(log)
+    for killed_at, committed in kills:
+        late = [s for ts, s in calls if ts > killed_at and s in committed]
+        assert late == [], f"trials committed before a kill were run again: {sorted(set(late))[:5]}"
+    # and every finished trial talked to the policy exactly once per scripted turn in its last run
+    assert {s for _, s in calls} >= set(keys)
+
+
+def test_endpoint_failures_are_retried_infra_errors(tmp_path: Path):
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "only", CHECK_ANSWER, solve_sh=None)
+    script = tmp_path / "flaky.yaml"
+    first = dict(SOLVE_TURNS[0], error={"status": 500, "times": 2})
+    script.write_text(yaml.safe_dump([first, SOLVE_TURNS[1]]))
+    cfg = load_config([f"benchmark.path={tasks}", "agent=scripted", f"agent.script={script}",
+                       "run.executor=local", f"store.uri={tmp_path / 'store'}", "model.max_retries=0",
+                       "run.max_attempts=4", "run.retry_backoff_s=0"])
+    summary = asyncio.run(run_experiment(cfg))
+    rows = sorted(ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id, dedupe=False).to_pylist(),
+                  key=lambda r: r["attempt"])
+    assert [(r["status"], r["error_class"]) for r in rows] == [
+        ("infra_error", "llm_query_error"), ("infra_error", "llm_query_error"), ("resolved", None)]
+
+
+def _bwrap_pids(root: Path) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if cmd and cmd[0].endswith(b"bwrap") and any(str(root).encode() in c for c in cmd):
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_sandbox_killed_from_outside_is_a_retried_infra_error(tmp_path: Path):
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "only", CHECK_ANSWER, solve_sh=None)
+    script = tmp_path / "slow.yaml"
+    slow = {"tool_calls": [{"name": "Bash", "arguments": {"command": "sleep 4; echo fixed > /app/answer.txt"}}]}
+    script.write_text(yaml.safe_dump([slow, {"content": "done"}]))
+    root = tmp_path / "sandboxes"
+    cfg = load_config([f"benchmark.path={tasks}", "agent=scripted", f"agent.script={script}",
+                       "run.executor=local", f"store.uri={tmp_path / 'store'}", f"sandbox.local.root_dir={root}",
+                       "run.max_attempts=3", "run.retry_backoff_s=0"])
+
+    async def main():
+        run = asyncio.create_task(run_experiment(cfg))
+        killed = False
+        while not run.done():
+            await asyncio.sleep(0.2)
+            pids = _bwrap_pids(root)
+            if pids and not killed:
+                await asyncio.sleep(1.0)  # inside the agent's sleep 4
+                for pid in _bwrap_pids(root):
+                    os.kill(pid, signal.SIGKILL)
+                killed = True
+        return killed, await run
+
+    killed, summary = asyncio.run(main())
+    assert killed
+    rows = sorted(ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id, dedupe=False).to_pylist(),
+                  key=lambda r: r["attempt"])
+    assert rows[0]["status"] == "infra_error"
+    assert rows[-1]["status"] == "resolved" and len(rows) == 2
