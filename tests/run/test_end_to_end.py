@@ -40,10 +40,12 @@ def test_oracle_resolves_every_builtin_task_and_nop_resolves_none(tmp_path: Path
     rows = ResultStore.open(uri).read_trials(oracle.run_id).to_pylist()
     for r in rows:
         assert r["exit_reason"] == "agent" and r["tool_calls"] == 1 and r["reward"] == 1.0
-        assert r["patch_bytes"] > 0 and r["sandbox_backend"] == "local" and r["grading_mode"] == "in_place"
+        assert r["sandbox_backend"] == "local" and r["grading_mode"] == "in_place"
+        if r["task_id"].startswith(("swe-", "sec-")):  # git repositories; terminal tasks are not
+            assert r["patch_bytes"] > 0
         assert r["config_hash"] and r["farm_version"]
     store = ResultStore.open(uri)
-    key = rows[0]["trial_key"]
+    key = next(r["trial_key"] for r in rows if r["task_id"].startswith("swe-"))
     assert store.read_artifact(oracle.run_id, key, 1, "patch.diff").startswith(b"diff --git")
     steps = store.read_steps(oracle.run_id).to_pylist()
     assert len(steps) == 2 * n  # one Bash call, one final answer per trial
