@@ -62,6 +62,7 @@ BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 KEEP_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_NET_BIND_SERVICE")
 PING_TIMEOUT_S = 30.0
 OWNER_FILE = "bwrap.pid"  # "<pid> <start time>" of the sandbox's bwrap, for gc_local
+_GC_DONE: set[str] = set()  # root dirs this process already collected
 CGROUPS_FILE = "cgroups"  # the sandbox's cgroup directories, one a line, for gc_local
 SHUTDOWN_TIMEOUT_S = 5.0
 PACKAGE_MANAGERS = re.compile(r"\b(apt-get|apt|apk|yum|dnf|microdnf|zypper|pacman)\b")
@@ -566,6 +567,17 @@ class LocalSandbox:
 
     async def _launch(self, base_env: dict[str, str], steps: list[ResolvedStep], tops: list[str]) -> None:
         self.root_dir.mkdir(parents=True, exist_ok=True)
+        root_key = str(self.root_dir.resolve())
+        if root_key not in _GC_DONE:
+            # a driver killed with SIGKILL never ran close(): its sandboxes died with it
+            # (--die-with-parent) but their staging dirs and cgroups remain until collected
+            _GC_DONE.add(root_key)
+            try:
+                gone = await asyncio.to_thread(gc_local, self.root_dir)
+                if gone:
+                    log.info("removed %d leftovers of dead sandboxes under %s", len(gone), self.root_dir)
+            except OSError as e:
+                log.warning("could not collect dead sandboxes under %s: %s", self.root_dir, e)
         self.staging = Path(tempfile.mkdtemp(prefix=_safe_name(self.task.task_id) + "-", dir=self.root_dir))
         fs = self.staging / "fs"
         for top in tops:

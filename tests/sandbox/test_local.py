@@ -250,3 +250,13 @@ async def test_tool_op_reaches_leaf_tools_inside_bwrap(sandbox_root: Path) -> No
     async with LocalSandbox(make_task(), root_dir=sandbox_root) as sb:
         res = await sb.call("tool", name="Bash", args={"command": "echo from-tool; pwd"}, workdir="/app", limits={})
         assert "from-tool" in res["observation"] and "/app" in res["observation"]
+
+
+async def test_first_start_collects_leftovers(tmp_path: Path) -> None:
+    root = tmp_path / "fresh-root"
+    dead = root / "crashed-abc"
+    (dead / "fs" / "app").mkdir(parents=True)
+    (dead / local.OWNER_FILE).write_text("999999999 1\n")  # no such process
+    async with LocalSandbox(make_task(), root_dir=root) as sb:
+        assert not dead.exists()
+        assert sb.staging is not None and sb.staging.exists()
