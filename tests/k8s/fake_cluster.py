@@ -151,7 +151,7 @@ class FakePod:
                 except ProcessLookupError:
                     pass
             try:
-                self.proc.wait(timeout=5)
+                self.proc.wait(timeout=5 if children else 0.5)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()

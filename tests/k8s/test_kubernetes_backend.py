@@ -206,3 +206,101 @@ async def test_task_without_image_or_missing_from_lock_fails_before_any_pod(clus
     with pytest.raises(ConfigError, match="not-a-swebench-task"):
         await sb.start()
     assert cluster.core.calls == [] and cluster.net.calls == []
+
+
+@pytest.mark.parametrize("reason,kind", [("ImagePullBackOff", "image_pull"), ("ErrImagePull", "image_pull"),
+                                         ("CreateContainerConfigError", "container_config")])
+async def test_pull_errors_fail_the_start_at_once(cluster: FakeClusterBackend, monkeypatch, reason: str, kind: str) -> None:
+    from kubernetes import client
+
+    def stuck(name: str, namespace: str) -> Any:
+        cluster.core._count("read_namespaced_pod")
+        waiting = client.V1ContainerState(waiting=client.V1ContainerStateWaiting(reason=reason, message="manifest unknown"))
+        return client.V1Pod(status=client.V1PodStatus(phase="Pending", container_statuses=[client.V1ContainerStatus(
+            name="task", image="x", image_id="", ready=False, restart_count=0, state=waiting)]))
+
+    monkeypatch.setattr(cluster.core, "read_namespaced_pod", stuck)
+    sb = cluster.make(_image_task(image="registry.invalid/nope:1"), "no-network")
+    with pytest.raises(SandboxStartError, match=f"{reason}.*registry.invalid/nope:1") as e:
+        await asyncio.wait_for(sb.start(), 10)
+    assert e.value.reason == kind  # type: ignore[attr-defined]
+    assert cluster.core.calls.count("read_namespaced_pod") == 1  # detected on the first poll
+    assert cluster.core.pods == {} and cluster.net.policies == {}
+
+
+async def test_unschedulable_fails_after_the_grace(cluster: FakeClusterBackend, monkeypatch) -> None:
+    from kubernetes import client
+
+    def pending(name: str, namespace: str) -> Any:
+        cond = client.V1PodCondition(type="PodScheduled", status="False", reason="Unschedulable",
+                                     message="0/3 nodes are available: 3 Insufficient memory.")
+        return client.V1Pod(status=client.V1PodStatus(phase="Pending", conditions=[cond]))
+
+    monkeypatch.setattr(cluster.core, "read_namespaced_pod", pending)
+    cluster.cfg.unschedulable_grace_s = 0.3
+    sb = cluster.make(_image_task(), "no-network")
+    with pytest.raises(SandboxStartError, match="unschedulable: 0/3 nodes") as e:
+        await asyncio.wait_for(sb.start(), 10)
+    assert e.value.reason == "unschedulable"  # type: ignore[attr-defined]
+
+
+class FakeWSClient:
+    """The slice of kubernetes.stream.ws_client.WSClient that WebSocketStream uses, over a pipe."""
+
+    def __init__(self, argv: list[str]) -> None:
+        import subprocess
+
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self._buf = b""
+
+    def is_open(self) -> bool:
+        return self.proc.poll() is None or bool(self._buf)
+
+    def update(self, timeout: float = 0) -> None:
+        import select
+
+        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if r:
+            data = os.read(self.proc.stdout.fileno(), 65536)
+            if not data:
+                self.proc.wait()
+            self._buf += data
+
+    def peek_stdout(self) -> bool:
+        return bool(self._buf)
+
+    def read_stdout(self, timeout: float = 0) -> bytes:
+        data, self._buf = self._buf, b""
+        return data
+
+    def peek_stderr(self) -> bool:
+        return False
+
+    def write_stdin(self, data: bytes) -> None:
+        self.proc.stdin.write(data)
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+async def test_websocket_adapter_carries_the_protocol() -> None:
+    import sys
+
+    from farm.sandbox.channel import Channel
+    from farm.sandbox.kubernetes import INSIDE_SRC, WebSocketStream
+
+    ws = FakeWSClient([sys.executable, str(INSIDE_SRC / "server.py")])
+    stream = WebSocketStream(ws, asyncio.get_running_loop(), 16 << 20)
+    ch = Channel(stream.reader, stream, name="ws")
+    ch.start()
+    try:
+        results = await asyncio.gather(*(ch.exec(f"echo {i}", timeout_s=10) for i in range(20)))
+        assert [r.stdout for r in results] == [f"{i}\n" for i in range(20)]
+        blob = os.urandom(3 << 20)
+        await ch.write_file("/tmp/farm-ws-adapter.bin", blob)
+        assert await ch.read_file("/tmp/farm-ws-adapter.bin") == blob
+    finally:
+        await ch.close()
+        stream.close()
+        Path("/tmp/farm-ws-adapter.bin").unlink(missing_ok=True)
