@@ -160,6 +160,24 @@ def resolve_build_steps(task: Task, base_env: Mapping[str, str]) -> list[Resolve
     return out
 
 
+def literal_task_env(task: Task) -> dict[str, str]:
+    """The part of ``environment.env`` that no ENV build step sets.
+
+    The task loader copies the Dockerfile's ENV values, unexpanded, into ``environment.env``
+    (``PATH=/root/.local/bin:$PATH`` included); those must come from the expanded ENV steps,
+    not be exported raw. What remains (task.toml's env, or a task.toml value overriding an
+    ENV) is literal. Environment = base + this + the expanded ENV steps + :func:`env_overrides`.
+    """
+    raw_steps = {s.arg: s.value for s in task.environment.build_steps if s.kind == "env"}
+    return {k: v for k, v in task.environment.env.items() if raw_steps.get(k) != v}
+
+
+def env_overrides(task: Task) -> dict[str, str]:
+    """task.toml values that override an ENV step of the same name (applied last)."""
+    raw_steps = {s.arg: s.value for s in task.environment.build_steps if s.kind == "env"}
+    return {k: v for k, v in task.environment.env.items() if k in raw_steps and raw_steps[k] != v}
+
+
 def _abspath(path: str, base: str) -> str:
     p = PurePosixPath(base) / path if not path.startswith("/") else PurePosixPath(path)
     return os.path.normpath(str(p)).replace("//", "/")
@@ -528,7 +546,7 @@ class LocalSandbox:
         return self._workdir
 
     def base_env(self) -> dict[str, str]:
-        return {"PATH": BASE_PATH, "HOME": "/root", "LANG": "C.UTF-8", **self.task.environment.env}
+        return {"PATH": BASE_PATH, "HOME": "/root", "LANG": "C.UTF-8", **literal_task_env(self.task)}
 
     async def __aenter__(self) -> "LocalSandbox":
         await self.start()
@@ -561,7 +579,7 @@ class LocalSandbox:
         for s in steps:
             if s.kind == "workdir":
                 self._workdir = s.path
-        self._env = dict(steps[-1].env) if steps else {}
+        self._env = {**(steps[-1].env if steps else {}), **env_overrides(self.task)}
         self.stats.start_s = time.monotonic() - t0
         self.stats.requests = self.channel.requests if self.channel else 0
 
@@ -712,6 +730,11 @@ class LocalSandbox:
 
     async def call(self, op: str, **args: Any) -> dict[str, Any]:
         ch = self._ch()
+        if op == "tool" and self._env:
+            # the agent's Bash runs server-side: hand it the image's ENV like exec() gets it
+            limits = dict(args.get("limits") or {})
+            limits["env"] = {**self._env, **(limits.get("env") or {})}
+            args["limits"] = limits
         try:
             return await ch.request(op, args)
         finally:

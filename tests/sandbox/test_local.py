@@ -260,3 +260,19 @@ async def test_first_start_collects_leftovers(tmp_path: Path) -> None:
     async with LocalSandbox(make_task(), root_dir=root) as sb:
         assert not dead.exists()
         assert sb.staging is not None and sb.staging.exists()
+
+
+async def test_dockerfile_env_is_expanded_once_for_exec_and_tools(sandbox_root: Path) -> None:
+    """The loader copies raw ENV values into environment.env; they must not be exported raw."""
+    steps = (BuildStep("env", "PATH", "/root/bin:$PATH"), BuildStep("env", "MODE", "image"), BuildStep("env", "KEEP", "k"))
+    env = {"PATH": "/root/bin:$PATH", "MODE": "toml-override", "KEEP": "k", "LITERAL": "$NOT_EXPANDED"}
+    task = make_task(build_steps=steps, env=env)
+    async with LocalSandbox(task, root_dir=sandbox_root) as sb:
+        want = f"/root/bin:{local.BASE_PATH}|toml-override|k|$NOT_EXPANDED"
+        r = await sb.exec('echo "$PATH|$MODE|$KEEP|$LITERAL"')
+        assert r.stdout == want + "\n"
+        if (local.INSIDE_DIR / "leaf_tools.py").exists():
+            # KEEP reaches the tool only through the injected limits.env (PATH is left out:
+            # the Bash tool runs a login shell, and Debian's /etc/profile resets PATH)
+            res = await sb.call("tool", name="Bash", args={"command": 'echo "$MODE|$KEEP|$LITERAL"'}, workdir="/app", limits={})
+            assert "toml-override|k|$NOT_EXPANDED" in res["observation"]
