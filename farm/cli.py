@@ -19,8 +19,9 @@ from rich.table import Table
 from farm.config import FarmConfig, load_config
 from farm.errors import FarmError
 
-console = Console()
-err_console = Console(stderr=True)
+# Tables are wide; when the output is a file or a pipe (CI logs), do not squeeze them to 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
 def _cfg(args: argparse.Namespace) -> FarmConfig:

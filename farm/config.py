@@ -163,6 +163,9 @@ class ArmConfig:
 class ExperimentConfig:
     name: str = "default"
     arms: List[ArmConfig] = field(default_factory=list)
+    # several benchmarks in one run (each a conf/benchmark/<name>.yaml or a source name);
+    # empty: the single `benchmark` section
+    benchmarks: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -315,6 +318,7 @@ def load_config(
         obj: FarmConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     except OmegaConfBaseException as exc:
         raise ConfigError(_explain(exc, "config")) from None
+    _resolve_paths(obj, base)
     validate(obj)
     return obj
 
@@ -371,20 +375,41 @@ def to_yaml(cfg: FarmConfig) -> str:
     return OmegaConf.to_yaml(OmegaConf.structured(cfg))
 
 
-def apply_overrides(cfg: FarmConfig, overrides: list[str]) -> FarmConfig:
-    """An arm's config: the run's config with the arm's dotted overrides on top."""
-    base = OmegaConf.structured(cfg)
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"arm override {item!r} must look like key=value")
+def apply_overrides(cfg: FarmConfig, overrides: list[str], base_dir: Path | None = None) -> FarmConfig:
+    """An arm's config: the run's config with the arm's overrides on top.
+
+    Overrides are dotted keys (``model.parallel_tool_calls=false``) or group selections
+    (``model=qwen3.5-4b``), exactly as on the command line.
+    """
+    base_path = base_dir or conf_dir()
+    node = OmegaConf.structured(cfg)
+    groups, dotted = _split_overrides(list(overrides))
+    for group, name in groups:
+        path = base_path / group / f"{name}.yaml"
+        if not path.is_file():
+            raise ConfigError(f"arm override: unknown {group} {name!r}: choose one of {_group_names(group, base_path)}")
+        data = _load_yaml(path)
+        node = _merge(node, data if group in ROOT_GROUPS else {group: data}, str(path))
+    for item in dotted:
         key, value = item.split("=", 1)
         try:
-            base = OmegaConf.merge(base, OmegaConf.from_dotlist([item]))
+            node = OmegaConf.merge(node, OmegaConf.from_dotlist([item]))
         except OmegaConfBaseException:
             raise ConfigError(f"arm override: unknown key or bad value {value!r} for '{key}'") from None
-    obj: FarmConfig = OmegaConf.to_object(base)  # type: ignore[assignment]
+    obj: FarmConfig = OmegaConf.to_object(node)  # type: ignore[assignment]
+    _resolve_paths(obj, base_path)
     validate(obj)
     return obj
+
+
+def _resolve_paths(cfg: FarmConfig, base: Path) -> None:
+    """Relative files named in conf/ presets (scripts, prompts) resolve against conf/ when
+    they do not exist relative to the working directory."""
+    for section, key in (("agent", "script"), ("agent", "system_prompt_file"), ("agent", "tools_file")):
+        node = getattr(cfg, section)
+        value = getattr(node, key)
+        if value and not os.path.isabs(value) and not os.path.exists(value) and (base / value).exists():
+            setattr(node, key, str(base / value))
 
 
 def config_hash(cfg: FarmConfig) -> str:

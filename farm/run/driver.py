@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import farm
-from farm.config import FarmConfig, apply_overrides, config_hash, resolved_agent, to_dict
+from dataclasses import replace
+
+from farm.config import FarmConfig, apply_overrides, conf_dir, config_hash, resolved_agent, to_dict
 from farm.errors import ConfigError
 from farm.run.plan import TrialSpec, build_plan, resume
 from farm.run.trial import TrialOutcome
@@ -39,10 +41,23 @@ class RunSummary:
     store_uri: str = ""
 
 
+def load_tasks(cfg: FarmConfig) -> list[Task]:
+    """The run's tasks: one benchmark, or every benchmark the experiment lists."""
+    if not cfg.experiment.benchmarks:
+        return load_benchmark(cfg.benchmark)
+    tasks: list[Task] = []
+    for name in cfg.experiment.benchmarks:
+        bcfg = apply_overrides(cfg, [f"benchmark={name}"]).benchmark if (conf_dir() / "benchmark" / f"{name}.yaml").is_file() \
+            else replace(cfg.benchmark, name=name, path=None)
+        tasks += load_benchmark(bcfg)
+    return tasks
+
+
 def derive_run_id(cfg: FarmConfig) -> str:
     if cfg.run.id:
         return cfg.run.id
     base = cfg.experiment.name if cfg.experiment.name != "default" else cfg.benchmark.name
+    base = "".join(c if c.isalnum() or c in "-_." else "-" for c in base)
     rid = f"{base}-{config_hash(cfg)[:10]}"
     if cfg.run.new:
         rid += time.strftime("-%Y%m%d-%H%M%S")
@@ -82,7 +97,7 @@ def open_run(cfg: FarmConfig, store: ResultStore, run_id: str, plan: list[TrialS
         "run_id": run_id,
         "config_hash": chash,
         "config": to_dict(cfg),
-        "created_at": time.time(),
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "farm_version": farm.__version__,
         "arms": [name for name, _ in arms_of(cfg)],
     }
@@ -101,7 +116,7 @@ async def run_experiment(
     progress: ProgressHook | None = None,
 ) -> RunSummary:
     t0 = time.monotonic()
-    tasks = tasks if tasks is not None else load_benchmark(cfg.benchmark)
+    tasks = tasks if tasks is not None else load_tasks(cfg)
     arms = arms_of(cfg)
     run_id = derive_run_id(cfg)
     plan = build_plan(run_id, tasks, cfg.run.seeds, [(name, a.model.name) for name, a in arms])

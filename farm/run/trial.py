@@ -146,7 +146,8 @@ async def run_trial(
         row.sandbox_start_s = sandbox.stats.start_s
         row.api_calls_start = sandbox.stats.api_calls_start
 
-        if policy == "oracle":
+        if policy == "oracle" or (policy == "scripted" and task.solution_dir is not None):
+            # scripted policies may replay the reference solution too (dry runs of experiments)
             if task.solution_dir is None:
                 return finish("infra_error", "no_solution", f"task {task.task_id} ships no solution/solve.sh")
             await sandbox.upload(task.solution_dir, "/solution")
