@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,10 @@ from serve_helpers import START_TIMEOUT_S, TinyServer, free_port, serve_env, ser
 
 @pytest.fixture(scope="session")
 def tiny_server(tmp_path_factory) -> TinyServer:
+    reuse = os.environ.get("FARM_TINY_SERVER_URL")  # a running `farm serve model=tiny-cpu`, for iterating
+    if reuse:
+        yield TinyServer(reuse, "tiny-cpu", Path(os.environ["FARM_TINY_MODEL_DIR"]), 0.0, Path(os.devnull))
+        return
     missing = serve_stack_missing()
     if missing:
         if os.environ.get("FARM_REQUIRE_SERVE"):

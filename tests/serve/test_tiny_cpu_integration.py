@@ -4,6 +4,11 @@ Random weights write gibberish, so requests that need a tool call carry a struct
 regex (the preset enables it inside <think> too): the engine then emits exactly the Qwen3
 text, and what is tested is everything after the sampler — vLLM's qwen3_coder / qwen3 parsers,
 the OpenAI ingress, streaming, routing, and farm's agent loop on the parsed result.
+
+The regex constrains characters, not tokens: the model may spell "</think>" as "<", "/",
+"think", ">" — text the non-streaming parser still reads, but the streaming parser matches
+the markers by token id and would miss it. A large logit bias on the four marker tokens makes
+the model pick the single-token spelling whenever the grammar allows it, as a trained Qwen does.
 """
 
 from __future__ import annotations
@@ -43,8 +48,16 @@ def client(server) -> OpenAI:
     return OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=120)
 
 
-def forced(text: str = FORCED) -> dict:
-    return {"structured_outputs": {"regex": re.escape(text)}}
+MARKERS = ("<think>", "</think>", "<tool_call>", "</tool_call>")
+
+
+def marker_bias(model_dir: Path) -> dict[str, int]:
+    added = json.loads((model_dir / "tokenizer.json").read_text())["added_tokens"]
+    return {str(t["id"]): 100 for t in added if t["content"] in MARKERS}
+
+
+def forced(server, text: str = FORCED) -> dict:
+    return {"structured_outputs": {"regex": re.escape(text)}, "logit_bias": marker_bias(server.model_dir)}
 
 
 def test_models_and_session_header(tiny_server):
@@ -61,7 +74,7 @@ def test_models_and_session_header(tiny_server):
 def test_tool_calls_parsed_and_reasoning_separated(tiny_server):
     resp = client(tiny_server).chat.completions.create(
         model="tiny-cpu", messages=[{"role": "user", "content": "inspect the repo"}], tools=TOOLS,
-        tool_choice="auto", max_tokens=200, extra_body=forced(),
+        tool_choice="auto", max_tokens=200, extra_body=forced(tiny_server),
     )
     choice = resp.choices[0]
     assert choice.finish_reason == "tool_calls"
@@ -87,7 +100,7 @@ def test_unforced_random_output_is_reasoning_only(tiny_server):
 def test_streaming_tool_call_deltas(tiny_server):
     stream = client(tiny_server).chat.completions.create(
         model="tiny-cpu", messages=[{"role": "user", "content": "inspect the repo"}], tools=TOOLS,
-        max_tokens=200, stream=True, extra_body=forced(),
+        max_tokens=200, stream=True, extra_body=forced(tiny_server),
     )
     parts: dict[int, list[str]] = {}
     reasoning, deltas, finish = "", 0, None
@@ -119,7 +132,7 @@ def test_farm_run_through_the_endpoint(tiny_server, tmp_path: Path):
     conf = tmp_path / "run.yaml"
     conf.write_text(yaml.safe_dump({"model": {"extra_body": {
         "top_p": 0.95, "top_k": 20, "chat_template_kwargs": {"enable_thinking": True},
-        "structured_outputs": {"regex": regex}}}}))
+        "structured_outputs": {"regex": regex}, "logit_bias": marker_bias(tiny_server.model_dir)}}}))
     store = tmp_path / "results"
     tasks = ["swe-paginate-off-by-one", "term-dedupe-inbox"]
     cmd = [
