@@ -112,9 +112,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
-    from farm.sandbox.gc import gc_main
+    from farm.run.gc import gc_main
 
-    return gc_main(_cfg(args), dry_run=args.dry_run)
+    return gc_main(_cfg(args), dry_run=args.dry_run, console=console)
 
 
 def build_parser() -> argparse.ArgumentParser:

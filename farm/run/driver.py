@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -26,6 +28,9 @@ from farm.store.results import ResultStore
 from farm.store.writer import BatchWriter
 from farm.tasks.model import Task
 from farm.tasks.registry import load_benchmark
+
+
+HEARTBEAT_S = 30.0
 
 
 @dataclass
@@ -158,6 +163,14 @@ async def run_experiment(
 
     if progress:
         progress("plan", len(state.todo))
+
+    async def heartbeat() -> None:
+        while True:
+            with contextlib.suppress(Exception):  # a missed beat only makes gc more eager later
+                await asyncio.to_thread(store.write_heartbeat, run_id, {"host": socket.gethostname(), "pid": os.getpid()})
+            await asyncio.sleep(HEARTBEAT_S)
+
+    beat = asyncio.create_task(heartbeat())
     await executor.start()
     try:
         results = await asyncio.gather(*[one(s) for s in state.todo], return_exceptions=True)
@@ -165,8 +178,10 @@ async def run_experiment(
         if errors:
             raise errors[0]
     finally:
-        with contextlib.suppress(Exception):
+        beat.cancel()
+        try:
             writer.close()
-        await executor.close()
+        finally:
+            await executor.close()
     summary.wall_s = time.monotonic() - t0
     return summary

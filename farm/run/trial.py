@@ -8,6 +8,7 @@ re-runs on resume). Infrastructure failures never become "unresolved".
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import socket
 import time
@@ -25,7 +26,7 @@ from farm.sandbox.base import Sandbox, SandboxError
 from farm.store.schema import StepRow, TrialResult
 from farm.tasks.model import Task
 
-SandboxFactory = Callable[[Task, FarmConfig], Sandbox]
+SandboxFactory = Callable[..., Sandbox]
 
 # Agent exit reasons that mean the infrastructure (endpoint, sandbox transport) failed.
 INFRA_EXIT_REASONS = frozenset({"llm_query_error", "tool_error"})
@@ -40,7 +41,17 @@ class TrialOutcome:
     artifacts: dict[str, bytes] = field(default_factory=dict)
 
 
-def make_sandbox(task: Task, cfg: FarmConfig, network: str | None = None) -> Sandbox:
+def make_sandbox(
+    task: Task,
+    cfg: FarmConfig,
+    network: str | None = None,
+    *,
+    run_id: str | None = None,
+    trial_key: str | None = None,
+    attempt: int = 0,
+    role: str = "agent",
+) -> Sandbox:
+    """The configured backend's sandbox for one role (agent or verifier) of one attempt."""
     backend = cfg.sandbox.backend
     if backend == "local":
         from farm.sandbox.local import LocalSandbox
@@ -53,13 +64,14 @@ def make_sandbox(task: Task, cfg: FarmConfig, network: str | None = None) -> San
             allow_any_image=local.allow_any_image,
             limits=local.limits,
         )
+    ids = dict(run_id=run_id, trial_key=trial_key, attempt=attempt, role=role)
     if backend == "kubernetes":
         from farm.sandbox.kubernetes import make_kubernetes_sandbox
 
-        return make_kubernetes_sandbox(task, cfg, network=network)
+        return make_kubernetes_sandbox(task, cfg, network=network, **ids)
     from farm.sandbox.container import make_container_sandbox
 
-    return make_container_sandbox(task, cfg, network=network)
+    return make_container_sandbox(task, cfg, network=network, **ids)
 
 
 def _base_row(spec: TrialSpec, attempt: int, cfg: FarmConfig, task: Task, uid: str) -> TrialResult:
@@ -93,12 +105,27 @@ async def _close_quietly(sandbox: Sandbox | None) -> None:
         pass
 
 
-async def _grade(task: Task, cfg: FarmConfig, sandbox: Sandbox, patch: str) -> tuple[GradeResult, Sandbox | None]:
+async def _grade(
+    task: Task, cfg: FarmConfig, sandbox: Sandbox | None, patch: str, factory: Callable[..., Sandbox]
+) -> tuple[GradeResult, Sandbox | None]:
+    if task.verifier.protocol == "patcheval":
+        # PatchEval grades the patch in a fresh sandbox with its own fix-run.sh (grading.md §3)
+        from farm.grade.patcheval import grade as patcheval_grade
+
+        verdict = await patcheval_grade(lambda t, role: factory(t, cfg, t.verifier_network, role=role), task, patch)
+        return GradeResult(verdict.reward, verdict.resolved, verdict.output, None, None, verdict.verify_s), None
     if cfg.grade.mode == "in_place":
+        assert sandbox is not None
+        if task.verifier_network != task.agent_network and hasattr(sandbox, "set_network"):
+            await sandbox.set_network(task.verifier_network)  # type: ignore[attr-defined]
         return await run_harbor_verifier(task, sandbox), None
     # fresh: nothing the agent did outside its patch can influence the verdict
-    fresh = make_sandbox(task, cfg, network=task.verifier_network)
-    await fresh.start()
+    fresh = factory(task, cfg, task.verifier_network, role="verifier")
+    try:
+        await fresh.start()
+    except BaseException:
+        await _close_quietly(fresh)
+        raise
     ok, out = await apply_patch(fresh, task.workdir, patch)
     if not ok:
         return GradeResult(0.0, False, out, None, None), fresh
@@ -126,6 +153,7 @@ async def run_trial(
     artifacts: dict[str, bytes] = {}
     sandbox: Sandbox | None = None
     extra: Sandbox | None = None
+    used: list[Sandbox] = []  # every sandbox this attempt created, for cleanup and accounting
 
     def finish(status: str, error_class: str | None = None, error: str | None = None) -> TrialOutcome:
         row.status = status
@@ -135,10 +163,16 @@ async def run_trial(
         row.wall_s = time.monotonic() - t0
         return TrialOutcome(row, steps, artifacts)
 
+    factory = functools.partial(sandbox_factory, run_id=spec.run_id, trial_key=spec.trial_key, attempt=attempt)
     try:
         try:
-            sandbox = sandbox_factory(task, cfg)
+            sandbox = factory(task, cfg, role="agent")
+            used.append(sandbox)
             await sandbox.start()
+            if task.verifier.protocol == "patcheval":
+                from farm.grade.patcheval import prepare_workspace
+
+                await prepare_workspace(sandbox, task)
         except UnsupportedTaskError as exc:
             return finish("infra_error", "unsupported_task", str(exc))
         except SandboxError as exc:
@@ -186,10 +220,12 @@ async def run_trial(
         row.patch_bytes = len(patch.encode("utf-8", errors="surrogateescape"))
         artifacts["patch.diff"] = patch.encode("utf-8", errors="surrogateescape")
 
-        if cfg.grade.mode == "fresh":
-            await _close_quietly(sandbox)
+        if cfg.grade.mode == "fresh" or task.verifier.protocol == "patcheval":
+            await _close_quietly(sandbox)  # free its resources before the verifier's sandbox starts
             sandbox = None
-        grade, extra = await _grade(task, cfg, sandbox, patch)  # type: ignore[arg-type]
+        grade, extra = await _grade(task, cfg, sandbox, patch, factory)
+        if extra is not None:
+            used.append(extra)
         row.verify_s = grade.duration_s
         artifacts["verifier.txt"] = grade.output.encode("utf-8", errors="replace")
         row.reward = grade.reward
@@ -203,11 +239,10 @@ async def run_trial(
 
         return finish("infra_error", "internal_error", "".join(traceback.format_exception(exc))[-4000:])
     finally:
-        # close first: CPU accounting is final only once the sandbox has stopped
-        await _close_quietly(sandbox)
-        await _close_quietly(extra)
-        cpu = [sb.stats.cpu_s for sb in (sandbox, extra) if sb is not None and sb.stats.cpu_s is not None]
+        # close first: CPU accounting is final only once a sandbox has stopped
+        for sb in used:
+            await _close_quietly(sb)
+        cpu = [sb.stats.cpu_s for sb in used if sb.stats.cpu_s is not None]
         row.sandbox_cpu_s = sum(cpu) if cpu else None
-        if sandbox is not None or extra is not None:
-            sb = sandbox or extra
-            row.api_calls_after_start = sb.stats.api_calls_after_start  # type: ignore[union-attr]
+        if used:
+            row.api_calls_after_start = used[0].stats.api_calls_after_start

@@ -230,7 +230,8 @@ class ContainerSandbox:
         await self._ch().upload(local_dir, dest)
 
     async def call(self, op: str, **args: Any) -> dict[str, Any]:
-        return await self._ch().request(op, args)
+        # tool calls are bounded by the agent loop's time budget, not the transport timeout
+        return await self._ch().request(op, args, timeout=None if op == "tool" else 300.0)
 
     async def close(self) -> None:
         if self._phase == "closed":

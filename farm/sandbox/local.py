@@ -736,7 +736,9 @@ class LocalSandbox:
             limits["env"] = {**self._env, **(limits.get("env") or {})}
             args["limits"] = limits
         try:
-            return await ch.request(op, args)
+            # a tool call (e.g. a long Bash) is bounded by the agent loop's time budget, not by
+            # the channel's transport timeout
+            return await ch.request(op, args, timeout=None) if op == "tool" else await ch.request(op, args)
         finally:
             self.stats.requests = ch.requests
 

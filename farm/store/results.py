@@ -154,6 +154,16 @@ class ResultStore:
         data = self._get(f"{self._dir('runs', run_id)}/run.json")
         return json.loads(data) if data is not None else None
 
+    def write_heartbeat(self, run_id: str, info: dict[str, Any]) -> None:
+        """The driver's liveness signal: `farm gc` treats runs without a fresh one as dead."""
+        self._put(f"{self._dir('runs', run_id)}/heartbeat.json", json.dumps({**info, "at": time.time()}).encode())
+
+    def heartbeat_age_s(self, run_id: str) -> float | None:
+        data = self._get(f"{self._dir('runs', run_id)}/heartbeat.json")
+        if data is None:
+            return None
+        return max(0.0, time.time() - float(json.loads(data)["at"]))
+
     def list_runs(self) -> list[str]:
         try:
             infos = self.fs.get_file_info(pafs.FileSelector(f"{self.root}/runs", allow_not_found=True))

@@ -99,3 +99,20 @@ def test_cli_tasks_list_shows_the_builtin_suite(capsys):
     assert main(["tasks", "list", "benchmark=builtin"]) == 0
     out = capsys.readouterr().out
     assert f"{len(builtin_tasks())} tasks" in out
+
+
+def test_driver_heartbeat_marks_runs_alive_for_gc(task_dir: Path, tmp_path: Path):
+    import json
+
+    from farm.run.gc import run_liveness
+
+    uri = str(tmp_path / "store")
+    _, s = _run(["agent=oracle", "run.executor=local", f"benchmark.path={task_dir}", f"store.uri={uri}",
+                 "benchmark.task_ids=[write-answer]"])
+    store = ResultStore.open(uri)
+    assert run_liveness(store, stale_after_s=600)(s.run_id)
+    assert not run_liveness(store, stale_after_s=600)("never-ran")
+    path = Path(uri) / "runs" / f"run_id={s.run_id}" / "heartbeat.json"
+    beat = json.loads(path.read_text())
+    path.write_text(json.dumps({**beat, "at": beat["at"] - 3600}))  # a driver that died an hour ago
+    assert not run_liveness(store, stale_after_s=600)(s.run_id)
