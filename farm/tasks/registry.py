@@ -33,7 +33,7 @@ def load_benchmark(cfg: BenchmarkConfig) -> list[Task]:
             from farm.tasks import sources
         except ImportError as exc:  # pragma: no cover - sources ships with farm
             raise ConfigError(f"benchmark {cfg.name!r} needs farm.tasks.sources: {exc}") from None
-        tasks = sources.load_source(cfg.name, cache_dir=Path(cfg.cache_dir).expanduser())
+        tasks = sources.load_benchmark(cfg.name, cache_dir=Path(cfg.cache_dir).expanduser())
     if cfg.task_ids:
         known = {t.task_id for t in tasks}
         unknown = [t for t in cfg.task_ids if t not in known]
