@@ -356,6 +356,12 @@ def validate(cfg: FarmConfig) -> None:
     names = [a.name for a in cfg.experiment.arms]
     if len(set(names)) != len(names):
         raise ConfigError(f"invalid value {names!r} for 'experiment.arms': arm names must be unique")
+    # backend-specific sections are validated by the backend's own dataclass, but at load time
+    # so that a typo fails before any trial starts
+    if cfg.sandbox.backend == "kubernetes":
+        from farm.sandbox.kubernetes import KubernetesConfig
+
+        KubernetesConfig.from_dict(dict(cfg.sandbox.kubernetes))
     if cfg.store.uri.strip() == "":
         raise ConfigError("invalid value '' for 'store.uri': give a directory or s3://bucket/prefix")
 

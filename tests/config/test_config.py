@@ -74,3 +74,18 @@ def test_arm_overrides_apply_on_top_and_are_validated():
 def test_leaf_without_endpoint_is_refused():
     with pytest.raises(ConfigError, match="model.base_url"):
         load_config(["agent=leaf"])
+
+
+def test_backend_sections_are_validated_at_load_time():
+    cfg = load_config(["sandbox=kubernetes"])
+    assert cfg.sandbox.backend == "kubernetes" and cfg.sandbox.kubernetes["namespace"] == "farm-sandboxes"
+    with pytest.raises(ConfigError, match="namespaec"):
+        load_config(["sandbox=kubernetes", "sandbox.kubernetes.namespaec=x"])
+
+
+def test_experiment_presets_load():
+    for name in ("demo", "ablate-parallel-tools", "reproduce-frognano"):
+        cfg = load_config([f"experiment={name}", "model.base_url=http://127.0.0.1:9/v1"])
+        assert cfg.experiment.arms, name
+    repro = load_config(["experiment=reproduce-frognano", "model.base_url=http://127.0.0.1:9/v1"])
+    assert len(repro.experiment.benchmarks) == 4 and repro.run.seeds == 3
