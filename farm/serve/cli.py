@@ -132,7 +132,9 @@ def serve_main(cfg: FarmConfig) -> int:
     def _terminate(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    # SIGINT too: a process started in the background by a shell inherits SIGINT as ignored,
+    # and Python then never raises KeyboardInterrupt.
+    previous = {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGINT)}
     serving = Serving(cfg)
     try:
         url = serving.start()
@@ -154,4 +156,5 @@ def serve_main(cfg: FarmConfig) -> int:
         raise  # the farm CLI prints ConfigError & co as one line with exit code 2
     finally:
         serving.stop()
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
