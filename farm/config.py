@@ -140,6 +140,9 @@ class RunConfig:
     executor: str = "ray"  # ray | local
     ray_address: Optional[str] = None
     workers: int = 2  # Ray worker actors; each drives many trials concurrently
+    # sandbox starts in progress at once per worker process: starting is CPU-bound (process
+    # spawns, environment build), so a burst of hundreds only makes every start time out
+    max_concurrent_starts: int = 16
     progress: bool = True
 
 
@@ -201,7 +204,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.serving.device": ("gpu", "cpu"),
 }
 POSITIVE: tuple[str, ...] = (
-    "run.seeds", "run.max_in_flight", "run.max_attempts", "run.workers", "agent.max_steps",
+    "run.seeds", "run.max_in_flight", "run.max_attempts", "run.workers", "run.max_concurrent_starts", "agent.max_steps",
     "store.batch_rows", "model.timeout_s", "agent.bash_timeout_s",
 )
 NON_NEGATIVE: tuple[str, ...] = (
@@ -211,7 +214,7 @@ NON_NEGATIVE: tuple[str, ...] = (
 # Settings that change how a run is executed but not what it measures; they are left out of
 # the config hash so that resuming with more workers or another store is the same run.
 NOT_HASHED = (
-    "run.id", "run.new", "run.max_in_flight", "run.executor", "run.ray_address", "run.workers",
+    "run.id", "run.new", "run.max_in_flight", "run.executor", "run.ray_address", "run.workers", "run.max_concurrent_starts",
     "run.progress", "run.max_attempts", "run.retry_backoff_s", "store", "serve.host", "serve.port",
     "serve.ready_timeout_s", "report", "sandbox.local.root_dir",
 )

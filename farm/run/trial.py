@@ -96,6 +96,18 @@ def _fill_agent_counters(row: TrialResult, traj: Any) -> None:
     row.exit_reason = traj.exit_reason
 
 
+_start_gates: dict[int, asyncio.Semaphore] = {}
+
+
+def _start_gate(limit: int) -> asyncio.Semaphore:
+    """One semaphore per event loop (a worker process may host several loops over its life)."""
+    loop_id = id(asyncio.get_running_loop())
+    gate = _start_gates.get(loop_id)
+    if gate is None:
+        gate = _start_gates[loop_id] = asyncio.Semaphore(limit)
+    return gate
+
+
 async def _close_quietly(sandbox: Sandbox | None) -> None:
     if sandbox is None:
         return
@@ -168,7 +180,8 @@ async def run_trial(
         try:
             sandbox = factory(task, cfg, role="agent")
             used.append(sandbox)
-            await sandbox.start()
+            async with _start_gate(cfg.run.max_concurrent_starts):
+                await sandbox.start()
             if task.verifier.protocol == "patcheval":
                 from farm.grade.patcheval import prepare_workspace
 

@@ -89,3 +89,13 @@ def test_experiment_presets_load():
         assert cfg.experiment.arms, name
     repro = load_config(["experiment=reproduce-frognano", "model.base_url=http://127.0.0.1:9/v1"])
     assert len(repro.experiment.benchmarks) == 4 and repro.run.seeds == 3
+
+
+def test_conf_farm_yaml_mirrors_the_embedded_defaults():
+    """conf/farm.yaml is documentation of the defaults; it must not silently change them."""
+    from omegaconf import OmegaConf
+
+    from farm.config import FarmConfig, conf_dir, to_dict
+
+    on_disk = OmegaConf.to_container(OmegaConf.load(conf_dir() / "farm.yaml"))
+    assert on_disk == to_dict(FarmConfig())
