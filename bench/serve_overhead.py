@@ -152,7 +152,7 @@ def main() -> None:
     for name, r in (("bare vLLM", bare), ("Ray Serve LLM", ray)):
         print(f"{name:14}{r['rps']:9.2f}{r['p50_s']:9.3f}{r['p95_s']:9.3f}")
     print(f"throughput ratio (Ray Serve / bare) {ray['rps'] / bare['rps']:.3f}  "
-          f"({(1 - ray['rps'] / bare['rps']) * 100:+.1f}% loss); p50 latency ratio {ray['p50_s'] / bare['p50_s']:.3f}")
+          f"({(1 - ray['rps'] / bare['rps']) * 100:.1f}% loss); p50 latency ratio {ray['p50_s'] / bare['p50_s']:.3f}")
 
 
 if __name__ == "__main__":

@@ -111,6 +111,8 @@ def check_serving(cfg: FarmConfig, *, check_port: bool = True, check_files: bool
                 f"invalid value {serving.source!r} for 'model.serving.source': no config.json in it "
                 "(not a Hugging Face checkpoint directory)"
             )
+    if check_port:  # before the parser checks below, which import vLLM (seconds)
+        check_port_free(cfg.serve.host, cfg.serve.port)
     if serving.synthesize not in (None, "tiny-qwen3"):
         raise ConfigError(f"invalid value {serving.synthesize!r} for 'model.serving.synthesize': choose 'tiny-qwen3' or null")
     ek = serving.engine_kwargs
@@ -160,8 +162,6 @@ def check_serving(cfg: FarmConfig, *, check_port: bool = True, check_files: bool
             f"invalid values min_replicas={lo!r} max_replicas={hi!r} in 'model.serving': give both, "
             "0 <= min <= max (or neither for a fixed num_replicas)"
         )
-    if check_port:
-        check_port_free(cfg.serve.host, cfg.serve.port)
 
 
 def check_port_free(host: str, port: int) -> None:

@@ -172,3 +172,29 @@ def test_unknown_engine_argument_with_vllm_installed():
     with pytest.raises(ConfigError, match=r"unknown vLLM engine argument\(s\) \['max_modle_len'\]"):
         check_serving(cfg("model=frognano-4b", "model.serving.engine_kwargs.max_modle_len=4096"),
                       check_port=False, check_files=False)
+
+
+def test_farm_serve_fails_fast_with_one_line(tmp_path: Path):
+    """Misconfiguration ends `farm serve` before any Ray or engine start: exit 2, field and value named."""
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        cases = [
+            (["model=frognano-4b", f"serve.port={port}"], f"'serve.port': 127.0.0.1:{port} is already in use"),
+            (["model=frognano-4b", f"model.serving.source={tmp_path / 'nope'}"], "no such directory"),
+            (["model=frognano-4b", "model.serving.engine_kwargs.tool_call_parser=qwen9"], "'qwen9'"),
+            (["model=endpoint"], "has no 'model.serving.source'"),
+        ]
+        for overrides, message in cases:
+            started = time.monotonic()
+            proc = subprocess.run([sys.executable, "-m", "farm.cli", "serve", *overrides],
+                                  capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+            assert proc.returncode == 2, (overrides, proc.stderr[-2000:])
+            assert message in " ".join(proc.stderr.split()), proc.stderr[-2000:]
+            assert "Traceback" not in proc.stderr
+            assert time.monotonic() - started < 60
