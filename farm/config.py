@@ -216,7 +216,7 @@ NON_NEGATIVE: tuple[str, ...] = (
 NOT_HASHED = (
     "run.id", "run.new", "run.max_in_flight", "run.executor", "run.ray_address", "run.workers", "run.max_concurrent_starts",
     "run.progress", "run.max_attempts", "run.retry_backoff_s", "store", "serve.host", "serve.port",
-    "serve.ready_timeout_s", "report", "sandbox.local.root_dir",
+    "serve.ready_timeout_s", "serve.app_name", "serve.num_cpus", "report", "sandbox.local.root_dir",
 )
 
 
