@@ -14,15 +14,15 @@ import dataclasses
 import shutil
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping
 
 from farm.errors import ConfigError, FarmError, UnsupportedTaskError
 from farm.sandbox import manifests as m
-from farm.sandbox.base import ExecResult, SandboxClosedError, SandboxError, SandboxStartError, SandboxStats
+from farm.sandbox.base import SandboxClosedError, SandboxError, SandboxStartError, SandboxStats
 from farm.sandbox.kubernetes import (
     DEFAULT_PATH, INSIDE_SRC, LOG_DIRS, RELAY_SRC, KubernetesConfig, ReconnectingChannel,
 )
+from farm.sandbox.channel_sandbox import ChannelSandboxMixin
 from farm.sandbox.local import replay_build_steps, resolve_build_steps
 from farm.tasks.image_lock import apply_image_policy, load_image_lock
 from farm.tasks.model import NetworkMode, Task
@@ -116,7 +116,7 @@ class _ProcStream:
         return f"exec stream exit status {self.proc.returncode}"
 
 
-class ContainerSandbox:
+class ContainerSandbox(ChannelSandboxMixin):
     backend = "docker"
 
     def __init__(self, task: Task, cfg: ContainerConfig, *, run_id: str, trial_key: str, attempt: int = 0,
@@ -213,25 +213,6 @@ class ContainerSandbox:
     @property
     def workdir(self) -> str:
         return self._workdir
-
-    async def exec(self, command: str, timeout_s: float = 120.0, cwd: str | None = None,
-                   env: Mapping[str, str] | None = None, merge_stderr: bool = False,
-                   output_cap: int | None = None) -> ExecResult:
-        merged = {**self._env, **(env or {})} or None
-        return await self._ch().exec(command, timeout_s, cwd or self._workdir, merged, merge_stderr, output_cap)
-
-    async def read_file(self, path: str) -> bytes:
-        return await self._ch().read_file(path)
-
-    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        await self._ch().write_file(path, data, mode)
-
-    async def upload(self, local_dir: Path, dest: str) -> None:
-        await self._ch().upload(local_dir, dest)
-
-    async def call(self, op: str, **args: Any) -> dict[str, Any]:
-        # tool calls are bounded by the agent loop's time budget, not the transport timeout
-        return await self._ch().request(op, args, timeout=None if op == "tool" else 300.0)
 
     async def close(self) -> None:
         if self._phase == "closed":

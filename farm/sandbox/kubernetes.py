@@ -26,7 +26,6 @@ from typing import Any, Awaitable, Callable, Mapping, Protocol
 from farm.errors import ConfigError, FarmError, UnsupportedTaskError
 from farm.sandbox import manifests as m
 from farm.sandbox.base import (
-    ExecResult,
     SandboxClosedError,
     SandboxError,
     SandboxLostError,
@@ -34,6 +33,7 @@ from farm.sandbox.base import (
     SandboxStats,
 )
 from farm.sandbox.channel import Channel
+from farm.sandbox.channel_sandbox import ChannelSandboxMixin
 from farm.sandbox.local import replay_build_steps, resolve_build_steps
 from farm.tasks.image_lock import apply_image_policy, load_image_lock
 from farm.tasks.model import NetworkMode, Task
@@ -325,7 +325,7 @@ def pod_digest(pod: Any) -> str:
     return "; ".join(parts)
 
 
-class KubernetesSandbox:
+class KubernetesSandbox(ChannelSandboxMixin):
     backend = "kubernetes"
 
     def __init__(
@@ -525,25 +525,6 @@ class KubernetesSandbox:
     @property
     def workdir(self) -> str:
         return self._workdir
-
-    async def exec(self, command: str, timeout_s: float = 120.0, cwd: str | None = None,
-                   env: Mapping[str, str] | None = None, merge_stderr: bool = False,
-                   output_cap: int | None = None) -> ExecResult:
-        merged = {**self._env, **(env or {})} or None
-        return await self._ch().exec(command, timeout_s, cwd or self._workdir, merged, merge_stderr, output_cap)
-
-    async def read_file(self, path: str) -> bytes:
-        return await self._ch().read_file(path)
-
-    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        await self._ch().write_file(path, data, mode)
-
-    async def upload(self, local_dir: Path, dest: str) -> None:
-        await self._ch().upload(local_dir, dest)
-
-    async def call(self, op: str, **args: Any) -> dict[str, Any]:
-        # tool calls are bounded by the agent loop's time budget, not the transport timeout
-        return await self._ch().request(op, args, timeout=None if op == "tool" else 300.0)
 
     async def close(self) -> None:
         if self._phase == "closed":

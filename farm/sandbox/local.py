@@ -33,12 +33,12 @@ from typing import Any, Mapping
 
 from farm.errors import TaskFormatError, UnsupportedTaskError
 from farm.sandbox.base import (
-    ExecResult,
     SandboxClosedError,
     SandboxError,
     SandboxStartError,
     SandboxStats,
 )
+from farm.sandbox.channel_sandbox import ChannelSandboxMixin
 from farm.sandbox.channel import LINE_LIMIT, Channel
 from farm.tasks.model import Environment, Resources, Task
 
@@ -505,7 +505,7 @@ class CgroupLimits:
 # --- the sandbox ----------------------------------------------------------------------------
 
 
-class LocalSandbox:
+class LocalSandbox(ChannelSandboxMixin):
     """A bubblewrap sandbox driven through the sandbox-agent channel."""
 
     backend = "local"
@@ -690,57 +690,6 @@ class LocalSandbox:
         if self.channel is None:
             raise SandboxError(f"sandbox for task {self.task.task_id} was not started")
         return self.channel
-
-    async def exec(
-        self,
-        command: str,
-        timeout_s: float = 120.0,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        merge_stderr: bool = False,
-        output_cap: int | None = None,
-    ) -> ExecResult:
-        ch = self._ch()
-        merged = {**self._env, **(env or {})}
-        try:
-            return await ch.exec(command, timeout_s, cwd or self._workdir, merged or None, merge_stderr, output_cap)
-        finally:
-            self.stats.requests = ch.requests
-
-    async def read_file(self, path: str) -> bytes:
-        ch = self._ch()
-        try:
-            return await ch.read_file(path)
-        finally:
-            self.stats.requests = ch.requests
-
-    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        ch = self._ch()
-        try:
-            await ch.write_file(path, data, mode)
-        finally:
-            self.stats.requests = ch.requests
-
-    async def upload(self, local_dir: Path, dest: str) -> None:
-        ch = self._ch()
-        try:
-            await ch.upload(Path(local_dir), dest)
-        finally:
-            self.stats.requests = ch.requests
-
-    async def call(self, op: str, **args: Any) -> dict[str, Any]:
-        ch = self._ch()
-        if op == "tool" and self._env:
-            # the agent's Bash runs server-side: hand it the image's ENV like exec() gets it
-            limits = dict(args.get("limits") or {})
-            limits["env"] = {**self._env, **(limits.get("env") or {})}
-            args["limits"] = limits
-        try:
-            # a tool call (e.g. a long Bash) is bounded by the agent loop's time budget, not by
-            # the channel's transport timeout
-            return await ch.request(op, args, timeout=None) if op == "tool" else await ch.request(op, args)
-        finally:
-            self.stats.requests = ch.requests
 
 
 # --- garbage collection ---------------------------------------------------------------------

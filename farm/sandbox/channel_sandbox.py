@@ -1,0 +1,81 @@
+"""The Sandbox operations every backend implements the same way: through its protocol channel.
+
+Backends differ in how they start, reach and stop the sandbox agent (a bwrap process, a pod's
+exec stream, a container); once there is a channel, exec / read / write / upload / tool calls
+are identical, so they live here once. A backend provides ``_ch()`` (its channel, or raise if
+closed/not started), ``_env`` (the image's environment after the build steps), ``_workdir``
+and ``stats``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from farm.sandbox.base import ExecResult, SandboxStats
+from farm.sandbox.channel import Channel
+
+
+class ChannelSandboxMixin:
+    _env: dict[str, str]
+    _workdir: str
+    stats: SandboxStats
+
+    def _ch(self) -> Channel:  # pragma: no cover - provided by the backend
+        raise NotImplementedError
+
+    def _count(self, ch: Channel) -> None:
+        self.stats.requests = ch.requests
+
+    async def exec(
+        self,
+        command: str,
+        timeout_s: float = 120.0,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        merge_stderr: bool = False,
+        output_cap: int | None = None,
+    ) -> ExecResult:
+        ch = self._ch()
+        merged = {**self._env, **(env or {})}
+        try:
+            return await ch.exec(command, timeout_s, cwd or self._workdir, merged or None, merge_stderr, output_cap)
+        finally:
+            self._count(ch)
+
+    async def read_file(self, path: str) -> bytes:
+        ch = self._ch()
+        try:
+            return await ch.read_file(path)
+        finally:
+            self._count(ch)
+
+    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        ch = self._ch()
+        try:
+            await ch.write_file(path, data, mode)
+        finally:
+            self._count(ch)
+
+    async def upload(self, local_dir: Path, dest: str) -> None:
+        ch = self._ch()
+        try:
+            await ch.upload(Path(local_dir), dest)
+        finally:
+            self._count(ch)
+
+    async def call(self, op: str, **args: Any) -> dict[str, Any]:
+        ch = self._ch()
+        if op == "tool" and self._env:
+            # the agent's Bash runs server-side: it gets the image's ENV as exec() does
+            limits = dict(args.get("limits") or {})
+            limits["env"] = {**self._env, **(limits.get("env") or {})}
+            args["limits"] = limits
+        try:
+            # a tool call (e.g. a long Bash) is bounded by the agent loop's time budget, not by
+            # the channel's transport timeout
+            if op == "tool":
+                return await ch.request(op, args, timeout=None)
+            return await ch.request(op, args)
+        finally:
+            self._count(ch)
