@@ -23,7 +23,7 @@ from farm.sandbox.kubernetes import (
     DEFAULT_PATH, INSIDE_SRC, LOG_DIRS, RELAY_SRC, KubernetesConfig, ReconnectingChannel,
 )
 from farm.sandbox.channel_sandbox import ChannelSandboxMixin
-from farm.sandbox.local import replay_build_steps, resolve_build_steps
+from farm.sandbox.build import replay_build_steps, resolve_build_steps
 from farm.tasks.image_lock import apply_image_policy, load_image_lock
 from farm.tasks.model import NetworkMode, Task
 

@@ -34,7 +34,7 @@ from farm.sandbox.base import (
 )
 from farm.sandbox.channel import Channel
 from farm.sandbox.channel_sandbox import ChannelSandboxMixin
-from farm.sandbox.local import replay_build_steps, resolve_build_steps
+from farm.sandbox.build import replay_build_steps, resolve_build_steps
 from farm.tasks.image_lock import apply_image_policy, load_image_lock
 from farm.tasks.model import NetworkMode, Task
 

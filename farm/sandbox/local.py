@@ -17,19 +17,16 @@ image carries contents of its own (a SWE-bench environment image, say) cannot ru
 from __future__ import annotations
 
 import asyncio
-import glob
 import logging
 import os
 import re
-import shlex
 import shutil
 import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping
+from typing import Any
 
 from farm.errors import TaskFormatError, UnsupportedTaskError
 from farm.sandbox.base import (
@@ -38,9 +35,17 @@ from farm.sandbox.base import (
     SandboxStartError,
     SandboxStats,
 )
-from farm.sandbox.channel_sandbox import ChannelSandboxMixin
+from farm.sandbox.build import (  # noqa: F401  (re-exported for backends that import them from here)
+    ResolvedStep,
+    env_overrides,
+    literal_task_env,
+    replay_build_steps,
+    resolve_build_steps,
+)
+from farm.sandbox.cgroups import CgroupLimits, CgroupUnavailable
 from farm.sandbox.channel import LINE_LIMIT, Channel
-from farm.tasks.model import Environment, Resources, Task
+from farm.sandbox.channel_sandbox import ChannelSandboxMixin
+from farm.tasks.model import Task
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +70,6 @@ OWNER_FILE = "bwrap.pid"  # "<pid> <start time>" of the sandbox's bwrap, for gc_
 _GC_DONE: set[str] = set()  # root dirs this process already collected
 CGROUPS_FILE = "cgroups"  # the sandbox's cgroup directories, one a line, for gc_local
 SHUTDOWN_TIMEOUT_S = 5.0
-PACKAGE_MANAGERS = re.compile(r"\b(apt-get|apt|apk|yum|dnf|microdnf|zypper|pacman)\b")
 
 
 # --- FROM -----------------------------------------------------------------------------------
@@ -97,90 +101,7 @@ def check_image(task: Task, allow_any_image: bool = False) -> None:
     )
 
 
-# --- Dockerfile interpretation --------------------------------------------------------------
-
-_VAR = re.compile(r"\\\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([-+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def expand(value: str, env: Mapping[str, str]) -> str:
-    """Dockerfile variable substitution: $VAR, ${VAR}, ${VAR:-default}, ${VAR:+alt}, \\$."""
-
-    def sub(m: re.Match[str]) -> str:
-        if m.group(0) == "\\$":
-            return "$"
-        name = m.group(1) or m.group(4)
-        cur = env.get(name, "")
-        if m.group(2) == "-":
-            return cur or m.group(3)
-        if m.group(2) == "+":
-            return m.group(3) if cur else ""
-        return cur
-
-    return _VAR.sub(sub, value)
-
-
-@dataclass(frozen=True)
-class ResolvedStep:
-    index: int
-    kind: str
-    text: str  # the instruction as the task wrote it, for error messages
-    workdir: str  # WORKDIR in effect
-    env: Mapping[str, str]  # ENV instructions in effect (expanded), beyond the base env
-    path: str = ""  # workdir / copy destination (absolute)
-    src: str = ""  # copy source (relative to the build context)
-    into: bool = False  # copy destination named a directory ("dest/")
-    command: str = ""  # run
-
-
-def resolve_build_steps(task: Task, base_env: Mapping[str, str]) -> list[ResolvedStep]:
-    """Expand variables and relative paths of the task's build steps without running them."""
-    envr = task.environment
-    workdir = envr.workdir or "/"
-    added: dict[str, str] = {}
-    out: list[ResolvedStep] = []
-    for i, step in enumerate(envr.build_steps, 1):
-        scope = {**base_env, **added}
-        text = f"{step.kind.upper()} {step.arg}" + (f" {step.value}" if step.value else "")
-        if step.kind == "workdir":
-            workdir = _abspath(expand(step.arg, scope), workdir)
-            out.append(ResolvedStep(i, "workdir", text, workdir, dict(added), path=workdir))
-        elif step.kind == "env":
-            added[step.arg] = expand(step.value, scope)
-            out.append(ResolvedStep(i, "env", text, workdir, dict(added)))
-        elif step.kind == "copy":
-            raw = expand(step.value, scope)
-            dest = _abspath(raw, workdir)
-            out.append(
-                ResolvedStep(i, "copy", text, workdir, dict(added), path=dest, src=step.arg, into=raw.endswith("/") or raw in (".", "./"))
-            )
-        elif step.kind == "run":
-            out.append(ResolvedStep(i, "run", text, workdir, dict(added), command=step.arg))
-        else:
-            raise TaskFormatError(task.path or task.task_id, f"build step {i}: unknown kind {step.kind!r}")
-    return out
-
-
-def literal_task_env(task: Task) -> dict[str, str]:
-    """The part of ``environment.env`` that no ENV build step sets.
-
-    The task loader copies the Dockerfile's ENV values, unexpanded, into ``environment.env``
-    (``PATH=/root/.local/bin:$PATH`` included); those must come from the expanded ENV steps,
-    not be exported raw. What remains (task.toml's env, or a task.toml value overriding an
-    ENV) is literal. Environment = base + this + the expanded ENV steps + :func:`env_overrides`.
-    """
-    raw_steps = {s.arg: s.value for s in task.environment.build_steps if s.kind == "env"}
-    return {k: v for k, v in task.environment.env.items() if raw_steps.get(k) != v}
-
-
-def env_overrides(task: Task) -> dict[str, str]:
-    """task.toml values that override an ENV step of the same name (applied last)."""
-    raw_steps = {s.arg: s.value for s in task.environment.build_steps if s.kind == "env"}
-    return {k: v for k, v in task.environment.env.items() if k in raw_steps and raw_steps[k] != v}
-
-
-def _abspath(path: str, base: str) -> str:
-    p = PurePosixPath(base) / path if not path.startswith("/") else PurePosixPath(path)
-    return os.path.normpath(str(p)).replace("//", "/")
+# --- writable directories ------------------------------------------------------------------
 
 
 def _top(path: str) -> str:
@@ -206,59 +127,6 @@ def writable_tops(task: Task, steps: list[ResolvedStep]) -> list[str]:
         if top not in tops:
             tops.append(top)
     return tops
-
-
-async def replay_build_steps(sandbox: Any, task: Task, steps: list[ResolvedStep]) -> None:
-    """Apply WORKDIR/ENV/COPY/RUN through any Sandbox (backend-agnostic).
-
-    RUN steps execute in the sandbox with the sandbox's own network setting: a no-network
-    task cannot download anything while it is being built.
-    """
-    envr: Environment = task.environment
-    for step in steps:
-        if step.kind == "workdir":
-            await sandbox.exec(f"mkdir -p {shlex.quote(step.path)}", timeout_s=60, cwd="/")
-        elif step.kind == "copy":
-            await _copy(sandbox, task, step)
-        elif step.kind == "run":
-            res = await sandbox.exec(
-                step.command, timeout_s=envr.build_timeout_s, cwd=step.workdir, env=step.env, merge_stderr=True, output_cap=64 << 10
-            )
-            if res.exit_code != 0:
-                why = f"timed out after {envr.build_timeout_s:.0f} s" if res.timed_out else f"exited with code {res.exit_code}"
-                tail = res.output[-3000:]
-                hint = ""
-                if PACKAGE_MANAGERS.search(step.command):
-                    hint = (
-                        "\n(the local backend runs on the host system with read-only system "
-                        "directories: packages must already be installed on the host, or use "
-                        "sandbox=docker / sandbox=kubernetes)"
-                    )
-                raise SandboxStartError(f"task {task.task_id}: build step {step.index} ({step.text}) {why}; output tail:\n{tail}{hint}")
-
-
-async def _copy(sandbox: Any, task: Task, step: ResolvedStep) -> None:
-    ctx = task.environment.build_context
-    if ctx is None:
-        raise TaskFormatError(task.path or task.task_id, f"build step {step.index} ({step.text}): COPY needs a build context")
-    ctx = Path(ctx).resolve()
-    pattern = str(ctx / step.src)
-    matches = sorted(glob.glob(pattern)) if glob.has_magic(step.src) else ([pattern] if os.path.lexists(pattern) else [])
-    if not matches:
-        raise TaskFormatError(task.path or ctx, f"build step {step.index} ({step.text}): source {step.src!r} not found in {ctx}")
-    into = step.into or len(matches) > 1
-    if not into:
-        st = await sandbox.call("stat", path=step.path)
-        into = bool(st.get("is_dir"))
-    for m in matches:
-        src = Path(m).resolve()
-        if src != ctx and ctx not in src.parents:
-            raise TaskFormatError(task.path or ctx, f"build step {step.index} ({step.text}): source {step.src!r} leaves the build context")
-        if src.is_dir():
-            await sandbox.upload(src, step.path)
-        else:
-            dest = f"{step.path.rstrip('/')}/{src.name}" if into else step.path
-            await sandbox.write_file(dest, src.read_bytes(), mode=src.stat().st_mode & 0o7777)
 
 
 # --- bubblewrap -----------------------------------------------------------------------------
@@ -329,177 +197,6 @@ def _rmtree(path: Path) -> None:
             pass
 
     shutil.rmtree(path, onerror=retry)
-
-
-# --- resource limits -----------------------------------------------------------------------
-
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-CPU_PERIOD_US = 100_000
-
-
-class CgroupUnavailable(Exception):
-    """No writable cgroup hierarchy: the sandbox runs without limits (the reason says why)."""
-
-
-def _own_cgroups() -> dict[str, str]:
-    """controller (or "" for cgroup v2) -> this process's group path."""
-    out: dict[str, str] = {}
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, ctrls, path = line.split(":", 2)
-        for c in ctrls.split(",") if ctrls else [""]:
-            out[c] = path
-    return out
-
-
-class CgroupLimits:
-    """Per-sandbox cgroups below this process's own: v1 controllers if mounted, else v2.
-
-    The bwrap process joins them before it execs (a small ``sh`` wrapper writes its pid into
-    every ``cgroup.procs``), so nothing in the sandbox ever runs outside them.
-    """
-
-    def __init__(self, dirs: list[Path], applied: list[str], cpu_usage: tuple[Path, str] | None, version: int) -> None:
-        self.dirs = dirs
-        self.applied = applied
-        self.cpu_usage = cpu_usage
-        self.version = version
-
-    @classmethod
-    def create(cls, name: str, res: Resources) -> "CgroupLimits":
-        own = _own_cgroups()
-        reasons: list[str] = []
-        if (CGROUP_ROOT / "memory" / "cgroup.procs").exists() or (CGROUP_ROOT / "pids" / "cgroup.procs").exists():
-            try:
-                return cls._create_v1(name, res, own)
-            except OSError as e:
-                reasons.append(f"cgroup v1: {e}")
-        unified = CGROUP_ROOT / "unified" if (CGROUP_ROOT / "unified" / "cgroup.procs").exists() else CGROUP_ROOT
-        if (unified / "cgroup.controllers").exists() and "" in own:
-            try:
-                return cls._create_v2(name, res, unified / own[""].lstrip("/"))
-            except OSError as e:
-                reasons.append(f"cgroup v2: {e}")
-        raise CgroupUnavailable("; ".join(reasons) or "no cgroup hierarchy mounted at /sys/fs/cgroup")
-
-    @classmethod
-    def _create_v1(cls, name: str, res: Resources, own: dict[str, str]) -> "CgroupLimits":
-        dirs: list[Path] = []
-        applied: list[str] = []
-        cpu_usage = None
-        seen: set[Path] = set()
-        try:
-            for ctrl in ("memory", "pids", "cpu", "cpuacct"):
-                mount = CGROUP_ROOT / ctrl
-                if ctrl not in own or not (mount / "cgroup.procs").exists():
-                    continue
-                d = mount / own[ctrl].lstrip("/") / f"farm-{name}"
-                if d.resolve() in seen:  # cpu,cpuacct co-mounted
-                    continue
-                d.mkdir()
-                seen.add(d.resolve())
-                dirs.append(d)
-                if ctrl == "memory" and res.memory_mb > 0:
-                    (d / "memory.limit_in_bytes").write_text(str(res.memory_mb << 20))
-                    applied.append(f"memory={res.memory_mb}MiB")
-                if ctrl == "pids" and res.pids > 0:
-                    (d / "pids.max").write_text(str(res.pids))
-                    applied.append(f"pids={res.pids}")
-                if (d / "cpu.cfs_quota_us").exists() and res.cpus > 0:
-                    (d / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
-                    (d / "cpu.cfs_quota_us").write_text(str(int(res.cpus * CPU_PERIOD_US)))
-                    applied.append(f"cpus={res.cpus:g}")
-                if (d / "cpuacct.usage").exists():
-                    cpu_usage = (d / "cpuacct.usage", "ns")
-            if not dirs:
-                raise OSError("no memory/pids/cpu controller mounted")
-        except OSError:
-            cls(dirs, applied, None, 1).remove()
-            raise
-        return cls(dirs, applied, cpu_usage, 1)
-
-    @classmethod
-    def _create_v2(cls, name: str, res: Resources, parent: Path) -> "CgroupLimits":
-        d = parent / f"farm-{name}"
-        # enabling controllers for children can fail (no-internal-process rule): limits that
-        # are then missing are reported, not fatal
-        for ctrl in ("memory", "pids", "cpu"):
-            try:
-                (parent / "cgroup.subtree_control").write_text(f"+{ctrl}")
-            except OSError:
-                pass
-        d.mkdir()
-        applied: list[str] = []
-        try:
-            if (d / "memory.max").exists() and res.memory_mb > 0:
-                (d / "memory.max").write_text(str(res.memory_mb << 20))
-                applied.append(f"memory={res.memory_mb}MiB")
-            if (d / "pids.max").exists() and res.pids > 0:
-                (d / "pids.max").write_text(str(res.pids))
-                applied.append(f"pids={res.pids}")
-            if (d / "cpu.max").exists() and res.cpus > 0:
-                (d / "cpu.max").write_text(f"{int(res.cpus * CPU_PERIOD_US)} {CPU_PERIOD_US}")
-                applied.append(f"cpus={res.cpus:g}")
-        except OSError:
-            cls([d], applied, None, 2).remove()
-            raise
-        return cls([d], applied, (d / "cpu.stat", "usage_usec"), 2)
-
-    def describe(self) -> str:
-        return f"cgroup v{self.version}: " + (", ".join(self.applied) or "accounting only")
-
-    def wrap(self, argv: list[str]) -> list[str]:
-        joins = " && ".join(f"echo $$ > {shlex.quote(str(d / 'cgroup.procs'))}" for d in self.dirs)
-        return ["/bin/sh", "-c", f'{joins} && exec "$@"', "farm-sandbox"] + argv
-
-    def cpu_seconds(self) -> float | None:
-        if self.cpu_usage is None:
-            return None
-        path, unit = self.cpu_usage
-        try:
-            text = path.read_text()
-            if unit == "ns":
-                return int(text.strip()) / 1e9
-            for line in text.splitlines():
-                k, _, v = line.partition(" ")
-                if k == unit:
-                    return int(v) / 1e6
-        except (OSError, ValueError):
-            pass
-        return None
-
-    def pids(self) -> set[int]:
-        out: set[int] = set()
-        for d in self.dirs:
-            try:
-                out.update(int(x) for x in (d / "cgroup.procs").read_text().split())
-            except (OSError, ValueError):
-                pass
-        return out
-
-    def remove(self) -> None:
-        """Kill whatever is still in the groups, then delete them."""
-        deadline = time.monotonic() + 5.0
-        while True:
-            left = self.pids()
-            if not left or time.monotonic() > deadline:
-                break
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.02)
-        for d in reversed(self.dirs):
-            for _ in range(50):
-                try:
-                    d.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:  # EBUSY until the last task has fully exited
-                    time.sleep(0.02)
-            else:
-                log.warning("could not remove cgroup %s", d)
 
 
 # --- the sandbox ----------------------------------------------------------------------------
