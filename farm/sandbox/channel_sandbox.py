@@ -24,6 +24,11 @@ class ChannelSandboxMixin:
     def _ch(self) -> Channel:  # pragma: no cover - provided by the backend
         raise NotImplementedError
 
+    @property
+    def workdir(self) -> str:
+        """The working directory commands run in (the last WORKDIR of the build)."""
+        return self._workdir
+
     def _count(self, ch: Channel) -> None:
         self.stats.requests = ch.requests
 

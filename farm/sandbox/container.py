@@ -95,7 +95,9 @@ def run_args(pod: dict[str, Any], volume: str, network: NetworkMode, cfg: Contai
     return args
 
 
-class _ProcStream:
+class ProcStream:
+    """A subprocess's stdin/stdout as the stream pair a ReconnectingChannel reads and writes."""
+
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
         self.reader = proc.stdout  # type: ignore[assignment]
@@ -193,11 +195,11 @@ class ContainerSandbox(ChannelSandboxMixin):
         self.stats.start_s = time.monotonic() - t0
         self._phase = "ready"
 
-    async def _open_stream(self) -> _ProcStream:
+    async def _open_stream(self) -> ProcStream:
         proc = await asyncio.create_subprocess_exec(
             self.cfg.engine, "exec", "-i", self.name, m.PYTHON, m.RELAY, "attach", m.socket_name(self.name),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=16 << 20)
-        return _ProcStream(proc)
+        return ProcStream(proc)
 
     async def _why_dead(self) -> str | None:
         state = (await self._engine("inspect", "-f", "{{.State.Status}}", self.name, check=False)).strip()
@@ -209,10 +211,6 @@ class ContainerSandbox(ChannelSandboxMixin):
         if self.channel is None or self._phase not in ("ready", "build"):
             raise SandboxError(f"{self.name}: sandbox was not started")
         return self.channel
-
-    @property
-    def workdir(self) -> str:
-        return self._workdir
 
     async def close(self) -> None:
         if self._phase == "closed":

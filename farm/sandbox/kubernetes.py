@@ -522,10 +522,6 @@ class KubernetesSandbox(ChannelSandboxMixin):
             raise SandboxError(f"{self.name}: sandbox was not started")
         return self.channel
 
-    @property
-    def workdir(self) -> str:
-        return self._workdir
-
     async def close(self) -> None:
         if self._phase == "closed":
             return

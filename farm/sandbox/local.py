@@ -238,10 +238,6 @@ class LocalSandbox(ChannelSandboxMixin):
         """Host pid of the bwrap process (its process group holds the sandbox)."""
         return self.proc.pid if self.proc else None
 
-    @property
-    def workdir(self) -> str:
-        return self._workdir
-
     def base_env(self) -> dict[str, str]:
         return {"PATH": BASE_PATH, "HOME": "/root", "LANG": "C.UTF-8", **literal_task_env(self.task)}
 

@@ -30,6 +30,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from farm.sandbox import manifests as m
+from farm.sandbox.container import ProcStream
 from farm.sandbox.local import agent_python, system_binds
 
 
@@ -227,23 +228,7 @@ class FakeCoreV1Api(_Counted):
             pod.kill()
 
 
-class _ProcStream:
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.reader = proc.stdout  # type: ignore[assignment]
-
-    def write(self, data: bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(data)
-
-    async def drain(self) -> None:
-        assert self.proc.stdin is not None
-        await self.proc.stdin.drain()
-
-    def close(self) -> None:
-        if self.proc.returncode is None:
-            self.proc.kill()
-
+class _ProcStream(ProcStream):
     def describe(self) -> str:
         return f"fake exec exit status {self.proc.returncode}"
 
