@@ -131,6 +131,7 @@ async def run_experiment(
     summary = RunSummary(run_id, config_hash(cfg), len(plan), state.finished, store_uri=store.uri)
     by_task = {(t.benchmark, t.task_id): t for t in tasks}
     arm_cfg = dict(arms)
+    arm_hash = {name: config_hash(a) for name, a in arms}
     for name, acfg in arms:
         if resolved_agent(acfg) == "leaf" and not acfg.model.base_url:
             raise ConfigError(f"arm {name!r}: the leaf policy needs model.base_url (or serve.enabled=true)")
@@ -142,14 +143,16 @@ async def run_experiment(
     async def one(spec: TrialSpec) -> None:
         attempt = state.next_attempt[spec.trial_key]
         for i in range(cfg.run.max_attempts):
-            job = TrialJob(spec, by_task[(spec.benchmark, spec.task_id)], arm_cfg[spec.arm], attempt + i)
+            job = TrialJob(spec, by_task[(spec.benchmark, spec.task_id)], arm_cfg[spec.arm], attempt + i,
+                           arm_hash[spec.arm])
             async with sem:
                 if progress:
                     progress("start", None)
                 outcome = await executor.submit(job)
+            # store I/O (an S3 PUT, a Parquet flush) runs off the event loop that drives the trials
             for name, data in outcome.artifacts.items():
-                store.write_artifact(run_id, spec.trial_key, outcome.result.attempt, name, data)
-            writer.add(outcome.result, outcome.steps)
+                await asyncio.to_thread(store.write_artifact, run_id, spec.trial_key, outcome.result.attempt, name, data)
+            await asyncio.to_thread(writer.add, outcome.result, outcome.steps)
             summary.executed_attempts += 1
             status = outcome.result.status
             last = status != "infra_error" or i == cfg.run.max_attempts - 1

@@ -74,14 +74,15 @@ def make_sandbox(
     return make_container_sandbox(task, cfg, network=network, **ids)
 
 
-def _base_row(spec: TrialSpec, attempt: int, cfg: FarmConfig, task: Task, uid: str) -> TrialResult:
+def _base_row(spec: TrialSpec, attempt: int, cfg: FarmConfig, task: Task, uid: str,
+              chash: str | None = None) -> TrialResult:
     return TrialResult(
         run_id=spec.run_id, trial_key=spec.trial_key, benchmark=spec.benchmark, task_id=spec.task_id,
         seed=spec.seed, arm=spec.arm, attempt=attempt, model=spec.model, status="infra_error",
         grading_mode=cfg.grade.mode, image=task.environment.image, sandbox_backend=cfg.sandbox.backend,
         agent_network=task.agent_network, verifier_network=task.verifier_network,
         dataset_revision=task.source.revision or None, harness="leaf", harness_version=farm.__version__,
-        config_hash=config_hash(cfg), farm_version=farm.__version__,
+        config_hash=chash or config_hash(cfg), farm_version=farm.__version__,
         worker=f"{socket.gethostname()}:{os.getpid()}", attempt_uid=uid, started_at=time.time(),
     )
 
@@ -153,13 +154,17 @@ async def run_trial(
     base_url: str,
     policy: str,
     sandbox_factory: SandboxFactory = make_sandbox,
+    chash: str | None = None,
 ) -> TrialOutcome:
-    """Run one attempt; ``cfg`` is the arm's config, ``base_url`` the policy endpoint."""
+    """Run one attempt; ``cfg`` is the arm's config, ``base_url`` the policy endpoint.
+
+    ``chash`` is the arm's config hash when the caller already knows it (hashing a config
+    costs milliseconds, per trial that adds up)."""
     from farm.agent.llm import LLMClient
     from farm.agent.loop import run_agent
 
     uid = uuid.uuid4().hex
-    row = _base_row(spec, attempt, cfg, task, uid)
+    row = _base_row(spec, attempt, cfg, task, uid, chash)
     t0 = time.monotonic()
     steps: list[StepRow] = []
     artifacts: dict[str, bytes] = {}

@@ -31,6 +31,7 @@ class TrialJob:
     task: Task
     cfg: FarmConfig  # the arm's config
     attempt: int
+    config_hash: str | None = None  # the arm's, computed once by the driver
 
 
 class PolicyEndpoints:
@@ -63,7 +64,8 @@ class PolicyEndpoints:
 
 async def execute(job: TrialJob, endpoints: PolicyEndpoints) -> TrialOutcome:
     base_url, policy = endpoints.base_url(job.cfg)
-    return await run_trial(job.spec, job.task, job.cfg, job.attempt, base_url=base_url, policy=policy)
+    return await run_trial(job.spec, job.task, job.cfg, job.attempt, base_url=base_url, policy=policy,
+                           chash=job.config_hash)
 
 
 class LocalExecutor:
@@ -190,7 +192,7 @@ class RayExecutor:
 def _lost(job: TrialJob, message: str) -> TrialOutcome:
     from farm.run.trial import _base_row
 
-    row: TrialResult = _base_row(job.spec, job.attempt, job.cfg, job.task, uid="lost")
+    row: TrialResult = _base_row(job.spec, job.attempt, job.cfg, job.task, uid="lost", chash=job.config_hash)
     row.status = "infra_error"
     row.error_class = "worker_lost"
     row.error = message
