@@ -43,6 +43,9 @@ class LocalSandboxConfig:
     root_dir: Optional[str] = None
     allow_any_image: bool = False
     limits: bool = True
+    # public-network sandboxes: "isolated" = a private netns with user-mode networking
+    # (slirp4netns), host loopback unreachable; "host" = share the host's network
+    public_network: str = "isolated"
 
 
 @dataclass
@@ -195,6 +198,7 @@ class FarmConfig:
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "sandbox.backend": ("local", "kubernetes", "docker"),
+    "sandbox.local.public_network": ("isolated", "host"),
     "agent.name": ("auto", "leaf", "oracle", "nop", "scripted"),
     "agent.tool_execution": ("sequential", "concurrent"),
     "agent.tokenizer": ("qwen", "tiktoken", "bytes"),

@@ -63,6 +63,7 @@ def make_sandbox(
             root_dir=os.path.expanduser(local.root_dir) if local.root_dir else None,
             allow_any_image=local.allow_any_image,
             limits=local.limits,
+            public_network=local.public_network,
         )
     ids = dict(run_id=run_id, trial_key=trial_key, attempt=attempt, role=role)
     if backend == "kubernetes":

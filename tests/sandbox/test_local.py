@@ -58,7 +58,8 @@ def _descendants(root: int) -> list[int]:
 
 
 class LocalBackend:
-    shares_host_loopback = True
+    # public sandboxes get user-mode networking in their own netns: host loopback is unreachable
+    shares_host_loopback = False
 
     def __init__(self, root_dir: Path) -> None:
         self.root_dir = root_dir
@@ -276,3 +277,33 @@ async def test_dockerfile_env_is_expanded_once_for_exec_and_tools(sandbox_root: 
             # the Bash tool runs a login shell, and Debian's /etc/profile resets PATH)
             res = await sb.call("tool", name="Bash", args={"command": 'echo "$MODE|$KEEP|$LITERAL"'}, workdir="/app", limits={})
             assert "toml-override|k|$NOT_EXPANDED" in res["observation"]
+
+
+async def test_public_network_is_isolated_from_host_loopback(tmp_path: Path) -> None:
+    """A public sandbox gets its own network namespace with user-mode networking (slirp4netns):
+    it has a configured interface, a resolver, and no way to reach services on the host's
+    127.0.0.1 (the Ray head, policy endpoints, ...). `public_network=host` shares the host's."""
+    from .conformance import LoopbackServer, connect_script
+
+    if shutil.which("slirp4netns") is None:
+        pytest.skip("slirp4netns is not installed")
+    server = LoopbackServer()
+    isolated = LocalSandbox(make_task(network="public"), root_dir=tmp_path)
+    shared = LocalSandbox(make_task(network="public"), root_dir=tmp_path, public_network="host")
+    try:
+        await isolated.start()
+        r = await isolated.exec(connect_script(server.port), timeout_s=20)
+        assert r.exit_code == 1 and "FAILED" in r.stdout, r.output
+        routes = await isolated.exec("cat /proc/net/route; cat /etc/resolv.conf")
+        assert "tap0" in routes.stdout and "nameserver 10.0.2.3" in routes.stdout, routes.output
+        assert "slirp4netns" in isolated.stats.extra["network"]
+        await shared.start()
+        ok = await shared.exec(connect_script(server.port), timeout_s=20)
+        assert ok.exit_code == 0 and f"GOT {server.token}" in ok.stdout, ok.output
+        assert server.accepted == 1  # only the host-network sandbox got through
+        slirp = isolated._slirp
+    finally:
+        await isolated.close()
+        await shared.close()
+        server.close()
+    assert slirp is not None and slirp.returncode is not None  # nothing left running
