@@ -8,8 +8,9 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 # Debian packages the tests use, installed only when missing: bubblewrap (local sandboxes),
 # git (tasks are repositories), chromium (report screenshot), podman + runc + debootstrap
-# (the generated Pod manifests run in a real container runtime).
-RUN_APT := bubblewrap git
+# (the generated Pod manifests run in a real container runtime); slirp4netns gives
+# public-network sandboxes internet access without the host's loopback.
+RUN_APT := bubblewrap git slirp4netns
 TEST_APT := $(RUN_APT) chromium podman runc debootstrap
 
 .PHONY: setup test-setup system-deps run test test-fast serve-stack clean
