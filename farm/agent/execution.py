@@ -24,6 +24,7 @@ from farm.agent.tools import READ_ONLY
 from farm.agent.trajectory import ToolCallRecord
 from farm.config import AgentConfig
 from farm.sandbox.base import Sandbox
+from farm.agent.tools import missing_required
 from farm.sandbox.inside.leaf_tools import TOOL_NAMES
 
 
@@ -36,14 +37,18 @@ class ToolCall:
 
     @classmethod
     def from_openai(cls, tc: dict[str, Any]) -> "ToolCall":
-        """Leaf's rule: arguments that are not a JSON object become {} (the tool then complains)."""
+        """Leaf's rule: arguments that are not a JSON object become {} (the tool then complains).
+
+        ``args_ok`` is false for malformed JSON, a non-object, or a default tool's call that
+        lacks a required parameter: the arguments are passed on unchanged either way."""
         fn = tc["function"]
         try:
             args = json.loads(fn["arguments"]) if fn["arguments"] else {}
         except ValueError:
             args = None
         ok = isinstance(args, dict)
-        return cls(tc["id"], fn["name"], args if ok else {}, ok)
+        args = args if ok else {}
+        return cls(tc["id"], fn["name"], args, ok and not missing_required(fn["name"], args))
 
 
 @dataclass

@@ -99,6 +99,21 @@ DEFAULT_TOOLS: list[dict[str, Any]] = [
 ]
 
 
+# Required parameters of the default tools, as the schemas declare them. A call without them
+# gets the tool's own "X is required" observation (as in Leaf), and counts as a parse failure:
+# that is what vLLM's qwen3_coder parser leaves when a <parameter> block is never closed.
+REQUIRED: dict[str, frozenset[str]] = {
+    t["function"]["name"]: frozenset(t["function"]["parameters"]["required"]) for t in DEFAULT_TOOLS
+}
+# the sandbox's tools accept `path` where a `file_path` is missing (Leaf's rule)
+ALIASES: dict[str, str] = {"file_path": "path"}
+
+
+def missing_required(name: str, args: dict[str, Any]) -> list[str]:
+    """Required parameters of a default tool that ``args`` lacks (aliases count)."""
+    return sorted(p for p in REQUIRED.get(name, ()) if p not in args and ALIASES.get(p) not in args)
+
+
 def _load_structured(path: Path, what: str) -> Any:
     try:
         text = path.read_text(encoding="utf-8")

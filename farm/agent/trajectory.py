@@ -24,7 +24,7 @@ EXIT_REASONS = (
 class ToolCallRecord:
     call_id: str
     name: str
-    args_ok: bool  # the arguments parsed as a JSON object
+    args_ok: bool  # the arguments parsed as a JSON object with the tool's required parameters
     duration_s: float = 0.0  # as seen by the loop (dispatch to observation)
     command_s: float | None = None  # Bash: the command's own run time inside the sandbox
     output_chars: int = 0
@@ -78,7 +78,7 @@ class Counters:
     tool_calls: int = 0  # calls executed (each got an observation)
     tool_calling_turns: int = 0  # executed turns with >= 1 call
     parallel_call_turns: int = 0  # ... with >= 2 calls
-    tool_parse_failures: int = 0  # malformed JSON arguments + raw tool-call markup in content
+    tool_parse_failures: int = 0  # unusable arguments (malformed, missing required) + raw tool-call markup in content
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0

@@ -55,14 +55,15 @@ CASES: list[tuple[str, str, list[tuple[str, dict[str, Any]]], str | None, tuple[
      [("Bash", {"command": "echo bare"})], "\nI should look around.\n",
      ("agent", 1, ["bare"], 0)),
     # A parameter never closed before </function> is dropped by vllm 0.32's qwen3 grammar: the
-    # call arrives with {} and the tool answers with an error observation.
+    # call arrives with {} and the tool answers with an error observation; the missing required
+    # parameter counts as a parse failure.
     ("unterminated_parameter", T + "<tool_call>\n<function=Bash>\n<parameter=command>\necho lost\n</function>\n</tool_call>",
      [("Bash", {})], "\nI should look around.\n",
-     ("agent", 1, ["command is required"], 0)),
+     ("agent", 1, ["command is required"], 1)),
     # Output cut off mid-call (e.g. max_tokens): same as above.
     ("truncated_call", T + "<tool_call>\n<function=Bash>\n<parameter=command>\necho cut",
      [("Bash", {})], "\nI should look around.\n",
-     ("agent", 1, ["command is required"], 0)),
+     ("agent", 1, ["command is required"], 1)),
     # Typed parameters: the tool schema says timeout is a number; a non-number stays a string
     # and the tool rejects it as an observation.
     ("typed_parameter_bad", T + call("Bash", ("command", "echo typed"), ("timeout", "soon")),
