@@ -93,6 +93,8 @@ def test_cli_reports_errors_in_one_line(capsys, tmp_path: Path):
     assert "run.seeds" in err and "zero" in err and "Traceback" not in err
     assert main(["tasks", "list", "--path", str(tmp_path)]) == 2
     assert "no Harbor task" in capsys.readouterr().err
+    assert main(["report", "no-such-run", "--store", str(tmp_path)]) == 2
+    assert "no run 'no-such-run'" in capsys.readouterr().err
 
 
 def test_cli_tasks_list_shows_the_builtin_suite(capsys):
