@@ -170,7 +170,6 @@ async def run_trial(
     steps: list[StepRow] = []
     artifacts: dict[str, bytes] = {}
     sandbox: Sandbox | None = None
-    extra: Sandbox | None = None
     used: list[Sandbox] = []  # every sandbox this attempt created, for cleanup and accounting
 
     def finish(status: str, error_class: str | None = None, error: str | None = None) -> TrialOutcome:
@@ -242,9 +241,9 @@ async def run_trial(
         if cfg.grade.mode == "fresh" or task.verifier.protocol == "patcheval":
             await _close_quietly(sandbox)  # free its resources before the verifier's sandbox starts
             sandbox = None
-        grade, extra = await _grade(task, cfg, sandbox, patch, factory)
-        if extra is not None:
-            used.append(extra)
+        grade, verifier_sandbox = await _grade(task, cfg, sandbox, patch, factory)
+        if verifier_sandbox is not None:
+            used.append(verifier_sandbox)
         row.verify_s = grade.duration_s
         artifacts["verifier.txt"] = grade.output.encode("utf-8", errors="replace")
         row.reward = grade.reward
