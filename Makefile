@@ -13,7 +13,7 @@ PIP := $(VENV)/bin/pip
 RUN_APT := bubblewrap git slirp4netns
 TEST_APT := $(RUN_APT) chromium podman runc debootstrap
 
-.PHONY: setup test-setup system-deps run test test-fast serve-stack clean
+.PHONY: setup test-setup system-deps run test test-fast lint serve-stack clean
 
 # usage: $(MAKE) system-deps APT="pkg ..."
 system-deps:
@@ -49,6 +49,10 @@ test: serve-stack
 
 test-fast: test-setup
 	$(PY) -m pytest -q -m "not integration"
+
+# ruff's rules and exclusions live in pyproject.toml; .ci/run runs this before the tests.
+lint: setup
+	$(VENV)/bin/ruff check .
 
 clean:
 	rm -rf $(VENV) farm-results .pytest_cache
