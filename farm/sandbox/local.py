@@ -17,7 +17,6 @@ image carries contents of its own (a SWE-bench environment image, say) cannot ru
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
@@ -46,6 +45,7 @@ from farm.sandbox.build import (  # noqa: F401  (re-exported for backends that i
 from farm.sandbox.cgroups import CgroupLimits, CgroupUnavailable
 from farm.sandbox.channel import LINE_LIMIT, Channel
 from farm.sandbox.channel_sandbox import ChannelSandboxMixin
+from farm.sandbox.netns import SlirpNetwork
 from farm.tasks.model import Task
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,6 @@ BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # shared), MKNOD (device nodes on a host-backed bind) and the audit/fcap/chroot extras.
 KEEP_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_NET_BIND_SERVICE")
 PING_TIMEOUT_S = 30.0
-SLIRP_DNS = "10.0.2.3"  # slirp4netns's built-in DNS forwarder
 OWNER_FILE = "bwrap.pid"  # "<pid> <start time>" of the sandbox's bwrap, for gc_local
 _GC_DONE: set[str] = set()  # root dirs this process already collected
 CGROUPS_FILE = "cgroups"  # the sandbox's cgroup directories, one a line, for gc_local
@@ -233,7 +232,7 @@ class LocalSandbox(ChannelSandboxMixin):
         # "isolated": internet through slirp4netns in a private netns, host loopback (Ray,
         # policy endpoints, anything on 127.0.0.1) unreachable; "host": the host's own network
         self.public_network = public_network
-        self._slirp: asyncio.subprocess.Process | None = None
+        self._net: SlirpNetwork | None = None
         self.network = network or task.agent_network
         if self.network not in ("public", "no-network"):
             raise ValueError(f"network must be 'public' or 'no-network', got {self.network!r}")
@@ -249,6 +248,11 @@ class LocalSandbox(ChannelSandboxMixin):
         self._env: dict[str, str] = {}
         self._started = False
         self._closed = False
+
+    @property
+    def _slirp(self) -> asyncio.subprocess.Process | None:
+        """The slirp4netns process of an isolated public sandbox, once started."""
+        return self._net.proc if self._net else None
 
     @property
     def pid(self) -> int | None:
@@ -317,20 +321,11 @@ class LocalSandbox(ChannelSandboxMixin):
         for path in [self.task.environment.workdir] + [s.path for s in steps if s.kind == "workdir"]:
             (fs / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
         first_workdir = self.task.environment.workdir or "/"
-        slirp = self.network == "public" and self.public_network == "isolated"
-        if slirp and shutil.which("slirp4netns") is None:
-            raise SandboxStartError(
-                f"task {self.task.task_id}: network 'public' with sandbox.local.public_network=isolated needs "
-                "slirp4netns (apt-get install slirp4netns), or set sandbox.local.public_network=host"
-            )
-        info_r = info_w = None
-        resolv = None
-        if slirp:
-            info_r, info_w = os.pipe()
-            resolv = self.staging / "resolv.conf"
-            resolv.write_text(f"nameserver {SLIRP_DNS}\n")
-        argv = bwrap_argv(fs, tops, first_workdir, self.network, "sandbox", own_netns=slirp or None,
-                          resolv_conf=resolv, info_fd=info_w)
+        net = None
+        if self.network == "public" and self.public_network == "isolated":
+            net = self._net = SlirpNetwork(self.staging, f"task {self.task.task_id}")
+        argv = bwrap_argv(fs, tops, first_workdir, self.network, "sandbox", own_netns=net is not None or None,
+                          resolv_conf=net.resolv_conf if net else None, info_fd=net.info_fd if net else None)
         if self.limits:
             try:
                 self._cgroups = CgroupLimits.create(self.staging.name, self.task.environment.resources)
@@ -351,14 +346,10 @@ class LocalSandbox(ChannelSandboxMixin):
                 env=base_env,
                 start_new_session=True,
                 limit=LINE_LIMIT,
-                pass_fds=(info_w,) if info_w is not None else (),
+                pass_fds=(net.info_fd,) if net else (),
             )
-        if info_w is not None:
-            os.close(info_w)
-            try:
-                await self._start_slirp(info_r)  # type: ignore[arg-type]
-            finally:
-                os.close(info_r)  # type: ignore[arg-type]
+        if net:
+            net.spawned()
         (self.staging / OWNER_FILE).write_text(f"{self.proc.pid} {_start_time(self.proc.pid)}\n")
         self.channel = Channel(self.proc.stdout, self.proc.stdin, name=f"sandbox {self.task.task_id}", describe_loss=self._describe_loss)  # type: ignore[arg-type]
         self.channel.start()
@@ -366,44 +357,11 @@ class LocalSandbox(ChannelSandboxMixin):
             await self.channel.request("ping", timeout=PING_TIMEOUT_S)
         except SandboxError as e:
             raise SandboxStartError(f"task {self.task.task_id}: the sandbox agent did not come up: {e}") from None
-
-    async def _start_slirp(self, info_r: int) -> None:
-        """Give the sandbox's private netns user-mode networking, without host loopback."""
-        def child_pid() -> int:
-            data = b""
-            while b"}" not in data:
-                chunk = os.read(info_r, 4096)
-                if not chunk:
-                    break
-                data += chunk
-            return int(json.loads(data.decode())["child-pid"])
-
-        try:
-            pid = await asyncio.wait_for(asyncio.to_thread(child_pid), PING_TIMEOUT_S)
-        except (asyncio.TimeoutError, ValueError, KeyError) as e:
-            raise SandboxStartError(f"task {self.task.task_id}: bwrap did not report its child pid: {e!r}") from None
-        ready_r, ready_w = os.pipe()
-        try:
-            with open(self.staging / "slirp4netns.log", "wb") as slirp_log:  # type: ignore[operator]
-                self._slirp = await asyncio.create_subprocess_exec(
-                    "slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
-                    f"--ready-fd={ready_w}", str(pid), "tap0",
-                    stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=slirp_log,
-                    pass_fds=(ready_w,), start_new_session=True,
-                )
-            os.close(ready_w)
-            ready_w = -1
-            got = await asyncio.wait_for(asyncio.to_thread(os.read, ready_r, 1), PING_TIMEOUT_S)
-        except (asyncio.TimeoutError, OSError) as e:
-            raise SandboxStartError(f"task {self.task.task_id}: slirp4netns did not configure the network: {e!r}") from None
-        finally:
-            if ready_w >= 0:
-                os.close(ready_w)
-            os.close(ready_r)
-        if got != b"1":
-            log_tail = (self.staging / "slirp4netns.log").read_text(errors="replace")[-500:]  # type: ignore[operator]
-            raise SandboxStartError(f"task {self.task.task_id}: slirp4netns failed: {log_tail}")
-        self.stats.extra["network"] = "public (slirp4netns, host loopback unreachable)"
+        if net:
+            # only now: before the agent answered, bwrap may still be setting up the
+            # namespace's loopback, and slirp4netns racing it kills bwrap (netns.py)
+            await net.start()
+            self.stats.extra["network"] = net.describe()
 
     def _stderr_tail(self, n: int = 2000) -> str:
         try:
@@ -444,9 +402,8 @@ class LocalSandbox(ChannelSandboxMixin):
                 except ProcessLookupError:
                     pass
                 await self.proc.wait()
-        if self._slirp is not None and self._slirp.returncode is None:
-            self._slirp.kill()  # it also exits by itself once the namespace is gone
-            await self._slirp.wait()
+        if self._net is not None:
+            await self._net.close()
         if self._cgroups is not None:
             self.stats.cpu_s = self._cgroups.cpu_seconds()
             await asyncio.to_thread(self._cgroups.remove)
