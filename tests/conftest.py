@@ -4,17 +4,21 @@ from pathlib import Path
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-if not SHARED.is_dir():  # CI clones main elsewhere with shared/ beside it
-    SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-FIXTURES = SHARED / "fixtures"
+from tests.shared import shared_path
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """``@pytest.mark.shared("fixtures/harbor", ...)``: the test reads those paths under ../shared."""
+    for mark in item.iter_markers("shared"):
+        for rel in mark.args:
+            shared_path(*rel.split("/"))
 
 
 @pytest.fixture
-def fixtures_dir() -> Path:
-    if not FIXTURES.is_dir():
-        pytest.skip(f"shared fixtures not found at {FIXTURES}")
-    return FIXTURES
+def harbor_dir() -> Path:
+    """The real Harbor task directories (third-party, not bundled): ../shared/fixtures/harbor."""
+    return shared_path("fixtures", "harbor")
 
 
 # -- a real S3 server on loopback ------------------------------------------------------------

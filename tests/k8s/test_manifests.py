@@ -12,6 +12,7 @@ from farm.errors import ConfigError
 from farm.sandbox import manifests as m
 from farm.sandbox.kubernetes import INSIDE_SRC, RELAY_SRC, KubernetesConfig
 from farm.tasks.sources import load_benchmark
+from tests.shared import shared_path
 
 K8S_VERSION = "1.37.0"
 INFRA = Path(__file__).resolve().parents[2] / "infra" / "k8s"
@@ -23,9 +24,7 @@ def validate(obj: dict) -> None:
 
 @pytest.fixture(scope="module")
 def tasks(request) -> list:
-    fixtures = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "harbor"
-    if not fixtures.is_dir():
-        pytest.skip("shared fixtures missing")
+    fixtures = shared_path("fixtures", "harbor")
     out = []
     for bench, sub in (("swebench_verified", "swebench-verified"), ("swebench_pro", "swebench-pro"),
                        ("terminal_bench_2_verified", "terminal-bench-2")):

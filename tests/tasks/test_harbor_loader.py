@@ -10,8 +10,8 @@ from farm.tasks.dockerfile import parse_dockerfile
 from farm.tasks.harbor import HarborDefaults, load_harbor_dir, load_harbor_task, strip_canary
 
 
-def test_every_harbor_fixture_loads(fixtures_dir: Path):
-    root = fixtures_dir / "harbor"
+def test_every_harbor_fixture_loads(harbor_dir: Path):
+    root = harbor_dir
     loaded = {}
     for bench in ("terminal-bench-2", "swebench-verified", "swebench-pro"):
         for task in load_harbor_dir(root / bench, bench):
@@ -32,9 +32,9 @@ def test_every_harbor_fixture_loads(fixtures_dir: Path):
     assert "canary" not in dj.instruction.lower().splitlines()[0]
 
 
-def test_per_source_defaults_apply(fixtures_dir: Path):
+def test_per_source_defaults_apply(harbor_dir: Path):
     d = HarborDefaults(success_marker="SWEBench results ends here", network="no-network")
-    task = load_harbor_task(fixtures_dir / "harbor/swebench-verified/django__django-14404", "swebench_verified", defaults=d)
+    task = load_harbor_task(harbor_dir / "swebench-verified/django__django-14404", "swebench_verified", defaults=d)
     assert task.verifier.success_marker == "SWEbench results ends here".replace("SWEbench", "SWEBench")
     assert task.agent_network == "no-network"
 
@@ -45,28 +45,28 @@ def test_strip_canary_keeps_the_body():
     assert strip_canary("Fix the bug.\n# canary later\n") == "Fix the bug.\n# canary later\n"
 
 
-def _copy_task(fixtures_dir: Path, tmp_path: Path) -> Path:
+def _copy_task(harbor_dir: Path, tmp_path: Path) -> Path:
     dst = tmp_path / "regex-log"
-    shutil.copytree(fixtures_dir / "harbor/terminal-bench-2/regex-log", dst)
+    shutil.copytree(harbor_dir / "terminal-bench-2/regex-log", dst)
     return dst
 
 
-def test_missing_test_sh_names_the_file(fixtures_dir: Path, tmp_path: Path):
-    task = _copy_task(fixtures_dir, tmp_path)
+def test_missing_test_sh_names_the_file(harbor_dir: Path, tmp_path: Path):
+    task = _copy_task(harbor_dir, tmp_path)
     (task / "tests/test.sh").unlink()
     with pytest.raises(TaskFormatError, match=r"tests/test.sh"):
         load_harbor_task(task, "x")
 
 
-def test_bad_toml_names_the_file(fixtures_dir: Path, tmp_path: Path):
-    task = _copy_task(fixtures_dir, tmp_path)
+def test_bad_toml_names_the_file(harbor_dir: Path, tmp_path: Path):
+    task = _copy_task(harbor_dir, tmp_path)
     (task / "task.toml").write_text("[agent\ntimeout_sec = 1\n")
     with pytest.raises(TaskFormatError, match=r"task.toml: invalid TOML"):
         load_harbor_task(task, "x")
 
 
-def test_wrong_types_in_toml_name_the_field(fixtures_dir: Path, tmp_path: Path):
-    task = _copy_task(fixtures_dir, tmp_path)
+def test_wrong_types_in_toml_name_the_field(harbor_dir: Path, tmp_path: Path):
+    task = _copy_task(harbor_dir, tmp_path)
     (task / "task.toml").write_text('[agent]\ntimeout_sec = "soon"\n[environment]\ndocker_image = "x"\n')
     with pytest.raises(TaskFormatError, match=r"agent.timeout_sec"):
         load_harbor_task(task, "x")

@@ -16,11 +16,11 @@ from farm.tasks.model import BuildStep, Environment
 from farm.tasks.patcheval import load_patcheval_file, repo_name
 from farm.tasks.sources import load_benchmark
 
-GRADING = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "grading"
-needs_fixtures = pytest.mark.skipif(not GRADING.is_dir(), reason="shared fixtures missing")
+from tests.shared import BUNDLED
+
+GRADING = BUNDLED / "grading"  # real PatchEval rows and grader logs, bundled (tests/fixtures/README.md)
 
 
-@needs_fixtures
 def test_verified_rows_become_no_network_tasks() -> None:
     tasks = load_benchmark("patch_eval_verified", root=GRADING / "patcheval_verified_rows.jsonl")
     assert [t.task_id for t in tasks] == ["CVE-2020-26215", "CVE-2022-1986", "CVE-2020-26294"]
@@ -56,7 +56,6 @@ def test_bad_rows_name_the_row_and_field(tmp_path: Path) -> None:
     assert repo_name("https://github.com/a/b.git") == "b" and repo_name("https://github.com/gogs/gogs/") == "gogs"
 
 
-@needs_fixtures
 def test_upstream_logs_parse_to_the_expected_verdicts() -> None:
     expected = json.loads((GRADING / "patcheval_logs" / "expected_verdicts.json").read_text())
     for log in sorted((GRADING / "patcheval_logs").glob("*.log")):

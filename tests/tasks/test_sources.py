@@ -16,15 +16,14 @@ from farm.tasks import sources
 from farm.tasks.image_lock import load_image_lock, resolve_image_registry
 from farm.tasks.sources import SOURCES, get_source, load_benchmark, materialize, task_rows
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-HARBOR = SHARED / "fixtures" / "harbor"
-GRADING = SHARED / "fixtures" / "grading"
-needs_fixtures = pytest.mark.skipif(not HARBOR.is_dir(), reason="shared fixtures missing")
+from tests.shared import shared_path, shared_root
+
+HARBOR = shared_root() / "fixtures" / "harbor"  # third-party task directories: only in ../shared
+needs_harbor = pytest.mark.shared("fixtures/harbor")
 
 
-@needs_fixtures
 def test_pins_match_claims_yaml_and_the_reference() -> None:
-    claims = yaml.safe_load((SHARED / "reference" / "claims.yaml").read_text())["benchmarks"]
+    claims = yaml.safe_load(shared_path("reference", "claims.yaml").read_text())["benchmarks"]
     assert set(SOURCES) == {"swebench_verified", "swebench_pro", "terminal_bench_2_verified", "patch_eval_verified"}
     for key, claim in claims.items():
         src = get_source(key)  # claims.yaml says terminal_bench_2 for the verified set
@@ -37,7 +36,7 @@ def test_pins_match_claims_yaml_and_the_reference() -> None:
         get_source("swebench")
 
 
-@needs_fixtures
+@needs_harbor
 def test_harbor_fixtures_load_with_the_vendor_defaults() -> None:
     sv = load_benchmark("swebench_verified", root=HARBOR / "swebench-verified")
     assert [t.task_id for t in sv] == ["django__django-13401", "django__django-14404"]
@@ -65,7 +64,7 @@ def test_harbor_fixtures_load_with_the_vendor_defaults() -> None:
     assert tb2[1].environment.image == "alexgshaw/fix-git:20251031"
 
 
-@needs_fixtures
+@needs_harbor
 def test_registry_override_and_selection() -> None:
     tasks = load_benchmark("swebench_verified", root=HARBOR / "swebench-verified",
                            image_registry="mirror.example:5000/hub", task_ids=["django__django-14404"])
@@ -114,11 +113,12 @@ def remote(tmp_path: Path) -> tuple[str, str, str]:
     """A bare repository with a dataset subpath, an unrelated directory, and two commits."""
     if shutil.which("git") is None:
         pytest.skip("git missing")
+    harbor = shared_path("fixtures", "harbor", "swebench-verified")
     work = tmp_path / "work"
     (work / "datasets" / "swebench-verified").mkdir(parents=True)
     (work / "other").mkdir()
     (work / "other" / "big.bin").write_bytes(b"\0" * 1000)
-    for d in (HARBOR / "swebench-verified").iterdir():
+    for d in harbor.iterdir():
         shutil.copytree(d, work / "datasets" / "swebench-verified" / d.name)
     _git(work, "init", "-q", "-b", "main")
     _git(work, "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
@@ -133,7 +133,7 @@ def remote(tmp_path: Path) -> tuple[str, str, str]:
     return f"file://{bare}", pinned, _git(work, "rev-parse", "HEAD").strip()
 
 
-@needs_fixtures
+@needs_harbor
 def test_materialize_fetches_the_pinned_revision_sparsely_once(remote, tmp_path: Path, monkeypatch) -> None:
     url, pinned, latest = remote
     src = dataclasses.replace(get_source("swebench_verified"), url=url, revision=pinned)
