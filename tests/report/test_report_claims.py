@@ -9,14 +9,11 @@ import yaml
 
 from farm.errors import ConfigError
 from farm.report.claims import DEFAULT_CLAIMS_DIR, load_claims
-
-REFERENCE = Path("/work/shared/reference/claims.yaml")
+from tests.shared import shared_path
 
 
 def test_default_claims_match_the_reference_sheet():
-    if not REFERENCE.exists():
-        pytest.skip(f"reference sheet {REFERENCE} not on this machine")
-    ref = yaml.safe_load(REFERENCE.read_text())["models"]
+    ref = yaml.safe_load(shared_path("reference", "claims.yaml").read_text())["models"]
     reg = load_claims()
     for model, entry in ref.items():
         for bench, value in (entry.get("claims") or {}).items():
