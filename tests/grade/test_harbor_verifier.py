@@ -1,0 +1,139 @@
+"""The Harbor verifier protocol end to end in a real bubblewrap sandbox (grading.md, harbor-tasks.md §1.4)."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+
+from farm.grade.harbor import GradeResult, run_harbor_verifier
+from farm.sandbox.local import LocalSandbox
+from farm.tasks.model import Environment, Task, VerifierSpec
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+MARKER = "RESULTS END HERE"
+
+
+def _task(tmp_path: Path, test_sh: str | None, *, marker: str | None = None, timeout_s: float = 30.0,
+          env: dict[str, str] | None = None) -> Task:
+    tests_dir = None
+    if test_sh is not None:
+        tests_dir = tmp_path / "tests"
+        tests_dir.mkdir(exist_ok=True)
+        (tests_dir / "test.sh").write_text(test_sh)
+        (tests_dir / "helper.txt").write_text("uploaded\n")
+    return Task(
+        benchmark="grade", task_id="t", instruction="", environment=Environment(workdir="/app"),
+        verifier=VerifierSpec(tests_dir=tests_dir, success_marker=marker, env=env or {}),
+        verifier_timeout_s=timeout_s, agent_network="no-network", verifier_network="no-network",
+    )
+
+
+async def _grade(tmp_path: Path, task: Task, before: str | None = None) -> GradeResult:
+    sb = LocalSandbox(task, root_dir=tmp_path / "sb")
+    await sb.start()
+    try:
+        if before:
+            assert (await sb.exec(before, cwd="/")).exit_code == 0
+        return await run_harbor_verifier(task, sb)
+    finally:
+        await sb.close()
+
+
+async def test_reward_one_is_resolved_and_the_verifier_runs_in_the_workdir(tmp_path: Path) -> None:
+    sh = "pwd; cat /tests/helper.txt; echo 1 > /logs/verifier/reward.txt\n"
+    res = await _grade(tmp_path, _task(tmp_path, sh))
+    assert (res.reward, res.resolved, res.error_class, res.valid) == (1.0, True, None, True)
+    assert res.output == "/app\nuploaded\n" and res.duration_s > 0
+
+
+@pytest.mark.parametrize("reward", ["0.5", "0.999", "0"])
+async def test_a_partial_reward_is_not_resolved(tmp_path: Path, reward: str) -> None:
+    res = await _grade(tmp_path, _task(tmp_path, f"echo {reward} > /logs/verifier/reward.txt\n"))
+    assert res.valid and res.reward == float(reward) and res.resolved is False
+
+
+async def test_a_reward_above_one_is_resolved(tmp_path: Path) -> None:
+    res = await _grade(tmp_path, _task(tmp_path, 'echo \'{"reward": 2}\' > /logs/verifier/reward.json\n'))
+    assert res.valid and res.reward == 2.0 and res.resolved is True
+
+
+async def test_reward_json_wins_over_reward_txt_and_a_directory_is_no_reward_file(tmp_path: Path) -> None:
+    sh = 'echo \'{"reward": 0.25}\' > /logs/verifier/reward.json; echo 1 > /logs/verifier/reward.txt\n'
+    res = await _grade(tmp_path, _task(tmp_path, sh))
+    assert (res.reward, res.resolved) == (0.25, False)
+    sh = "mkdir /logs/verifier/reward.json; echo 1 > /logs/verifier/reward.txt\n"
+    res = await _grade(tmp_path, _task(tmp_path, sh))
+    assert (res.reward, res.resolved, res.error_class) == (1.0, True, None)
+
+
+async def test_missing_success_marker_is_an_incomplete_verifier_even_with_reward_one(tmp_path: Path) -> None:
+    sh = "echo tests ran; echo 1 > /logs/verifier/reward.txt\n"
+    res = await _grade(tmp_path, _task(tmp_path, sh, marker=MARKER))
+    assert res.resolved is False and res.reward is None and not res.valid
+    assert res.error_class == "verifier_incomplete" and repr(MARKER) in (res.error or "")
+    assert res.output == "tests ran\n"
+
+
+async def test_success_marker_present_grades_normally(tmp_path: Path) -> None:
+    sh = f"echo '{MARKER}' >&2; echo 1 > /logs/verifier/reward.txt\n"  # stderr is merged into the output
+    res = await _grade(tmp_path, _task(tmp_path, sh, marker=MARKER))
+    assert (res.reward, res.resolved, res.error_class) == (1.0, True, None)
+
+
+async def test_no_reward_file_is_an_error_not_zero(tmp_path: Path) -> None:
+    res = await _grade(tmp_path, _task(tmp_path, "echo no reward\n"))
+    assert (res.reward, res.resolved, res.error_class) == (None, False, "verifier_no_reward")
+    assert "neither" in (res.error or "") and res.output == "no reward\n"
+
+
+async def test_verifier_timeout(tmp_path: Path) -> None:
+    res = await _grade(tmp_path, _task(tmp_path, "echo 1 > /logs/verifier/reward.txt; sleep 20\n", timeout_s=0.5))
+    assert (res.reward, res.resolved, res.error_class) == (None, False, "verifier_timeout")
+    assert "0.5s" in (res.error or "")
+
+
+async def test_stale_tests_and_logs_are_wiped_before_the_run(tmp_path: Path) -> None:
+    # a reward left behind by the agent must not be read; old files in /tests are gone
+    before = "mkdir -p /logs/verifier /tests && echo 1 > /logs/verifier/reward.txt && touch /tests/stale"
+    res = await _grade(tmp_path, _task(tmp_path, "ls /tests\n"), before=before)
+    assert res.error_class == "verifier_no_reward"
+    assert res.output == "helper.txt\ntest.sh\n"
+
+
+async def test_verifier_env_reaches_the_script(tmp_path: Path) -> None:
+    sh = 'echo "$GRADE_VAR"; echo 1 > /logs/verifier/reward.txt\n'
+    res = await _grade(tmp_path, _task(tmp_path, sh, env={"GRADE_VAR": "from-task"}))
+    assert res.output == "from-task\n" and res.resolved
+
+
+async def test_agent_files_are_staged_so_git_clean_keeps_them(tmp_path: Path) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    before = ("cd /app && git init -q . && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m init "
+              "&& echo new > agent_file.txt")
+    sh = "git clean -fdq; cat agent_file.txt; echo 1 > /logs/verifier/reward.txt\n"
+    res = await _grade(tmp_path, _task(tmp_path, sh), before=before)
+    assert res.output == "new\n" and res.resolved
+
+
+async def test_a_task_without_tests_is_a_missing_verifier(tmp_path: Path) -> None:
+    task = _task(tmp_path, None)
+    res = await run_harbor_verifier(task, None)  # type: ignore[arg-type]  # never touches the sandbox
+    assert (res.reward, res.resolved, res.error_class) == (None, False, "verifier_missing")
+
+
+async def test_failed_preparation_is_a_setup_error(tmp_path: Path) -> None:
+    # /logs/verifier cannot be created when /logs/verifier is a file the wipe cannot descend into
+    task = _task(tmp_path, "echo 1 > /logs/verifier/reward.txt\n")
+    res = await _grade(tmp_path, task, before="mkdir -p /logs && rm -rf /logs/verifier && echo x > /logs/verifier")
+    assert (res.reward, res.resolved, res.error_class) == (None, False, "verifier_setup")
+    assert "preparing /tests failed" in (res.error or "")
+
+
+def test_grade_result_validity() -> None:
+    assert GradeResult(1.0, True).valid
+    assert not dataclasses.replace(GradeResult(None, False), error_class="verifier_timeout").valid
