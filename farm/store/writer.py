@@ -61,20 +61,24 @@ class BatchWriter:
             self._last_flush = time.monotonic()
             if not trials and not steps:
                 return 0
+            steps_done = False
             try:
                 if steps:
                     self.store.write_rows("steps", self.run_id, to_table(steps, STEPS_SCHEMA))
                     self.stats.files += 1
+                    self.stats.steps += len(steps)
+                steps_done = True
                 if trials:
                     self.store.write_rows("trials", self.run_id, to_table(trials, TRIALS_SCHEMA))
                     self.stats.files += 1
             except Exception:
-                # keep the rows so that a later flush retries them; the caller sees the error
+                # keep the rows so that a later flush retries them; the caller sees the error.
+                # Steps already committed are not written twice: their trials still follow them.
                 self._trials = trials + self._trials
-                self._steps = steps + self._steps
+                if not steps_done:
+                    self._steps = steps + self._steps
                 raise
             self.stats.trials += len(trials)
-            self.stats.steps += len(steps)
             self.stats.flushes += 1
             return len(trials)
 
