@@ -15,22 +15,44 @@ from pathlib import Path
 
 import pytest
 
-from serve_helpers import START_TIMEOUT_S, TinyServer, free_port, serve_env, serve_stack_missing, stop_process
+from serve_helpers import START_TIMEOUT_S, TinyServer, free_port, require_serve_stack, serve_env, stop_process
+
+# A test body's own budget; the session server's start (the first test that asks for it pays
+# it) is bounded by START_TIMEOUT_S in the fixture, which fails with the server's log.
+SERVER_TEST_TIMEOUT_S = 300
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """``@pytest.mark.serve_stack("vllm", ...)``: skip without those modules (fail under FARM_REQUIRE_SERVE=1)."""
+    for mark in item.iter_markers("serve_stack"):
+        require_serve_stack(tuple(mark.args))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tiny_server" in getattr(item, "fixturenames", ()) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SERVER_TEST_TIMEOUT_S, func_only=True))
 
 
 @pytest.fixture(scope="session")
-def tiny_server(tmp_path_factory) -> TinyServer:
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """The tiny random-weight Qwen3 checkpoint (built in ~2 s), shared by every serving test."""
+    require_serve_stack(("tokenizers", "safetensors"))
+    from farm.serve.tiny_model import build_tiny_qwen3
+
+    return build_tiny_qwen3(tmp_path_factory.mktemp("tiny-model") / "qwen3-tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_server(tmp_path_factory, tiny_model_dir: Path) -> TinyServer:
     reuse = os.environ.get("FARM_TINY_SERVER_URL")  # a running `farm serve model=tiny-cpu`, for iterating
     if reuse:
         yield TinyServer(reuse, "tiny-cpu", Path(os.environ["FARM_TINY_MODEL_DIR"]), 0.0, Path(os.devnull))
         return
-    missing = serve_stack_missing()
-    if missing:
-        if os.environ.get("FARM_REQUIRE_SERVE"):
-            pytest.fail(missing)
-        pytest.skip(missing)
+    require_serve_stack()
     work = tmp_path_factory.mktemp("tiny-serve")
-    model_dir = work / "qwen3-tiny"
+    model_dir = tiny_model_dir
     port = free_port()
     out, err = work / "serve.out", work / "serve.log"
     cmd = [sys.executable, "-m", "farm.cli", "serve", "model=tiny-cpu", f"model.serving.source={model_dir}",

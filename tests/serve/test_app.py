@@ -167,8 +167,8 @@ def test_failed_deployment_is_reported_at_once(models_server):
                    state=lambda app: ("DEPLOY_FAILED", "LLMServer: Unknown engine argument: foo"))
 
 
+@pytest.mark.serve_stack("vllm")  # the engine-argument check needs vLLM's own argument list
 def test_unknown_engine_argument_with_vllm_installed():
-    pytest.importorskip("vllm", reason="the engine-argument check needs vLLM's own argument list")
     with pytest.raises(ConfigError, match=r"unknown vLLM engine argument\(s\) \['max_modle_len'\]"):
         check_serving(cfg("model=frognano-4b", "model.serving.engine_kwargs.max_modle_len=4096"),
                       check_port=False, check_files=False)

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import pytest
 
-pytest.importorskip("tokenizers", reason="the tiny model needs tokenizers (installed with the serving stack)")
-pytest.importorskip("safetensors", reason="the tiny model needs safetensors (installed with the serving stack)")
-transformers = pytest.importorskip("transformers", reason="loading the tiny model needs transformers")
+from farm.serve.tiny_model import ARCH, MARKERS, build_tiny_qwen3
 
-from farm.serve.tiny_model import ARCH, MARKERS, build_tiny_qwen3  # noqa: E402
+# installed with the serving stack: skipped without it, a failure under FARM_REQUIRE_SERVE=1
+pytestmark = pytest.mark.serve_stack("tokenizers", "safetensors", "transformers")
+
+
+@pytest.fixture(scope="module")
+def transformers():
+    return importlib.import_module("transformers")
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +23,7 @@ def tiny(tmp_path_factory):
     return build_tiny_qwen3(tmp_path_factory.mktemp("tiny") / "m")
 
 
-def test_files_and_config(tiny):
+def test_files_and_config(tiny, transformers):
     names = {p.name for p in tiny.iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
             "chat_template.jinja", "generation_config.json"} <= names
@@ -34,7 +39,7 @@ def test_files_and_config(tiny):
         assert "lm_head.weight" not in f.keys()  # tied embeddings
 
 
-def test_markers_are_single_non_special_tokens(tiny):
+def test_markers_are_single_non_special_tokens(tiny, transformers):
     tok = transformers.AutoTokenizer.from_pretrained(str(tiny))
     for marker in MARKERS:
         ids = tok.encode(marker, add_special_tokens=False)
@@ -43,7 +48,7 @@ def test_markers_are_single_non_special_tokens(tiny):
         assert tok.decode(ids, skip_special_tokens=True) == marker
 
 
-def test_chat_template_renders_tools_calls_and_results(tiny):
+def test_chat_template_renders_tools_calls_and_results(tiny, transformers):
     tok = transformers.AutoTokenizer.from_pretrained(str(tiny))
     tools = [{"type": "function", "function": {"name": "Bash", "description": "Run.", "parameters": {
         "type": "object", "properties": {"command": {"type": "string", "description": "the command"}}}}}]
