@@ -5,18 +5,21 @@ namespace (bwrap ``--unshare-net``) so that the host's loopback — the Ray head
 endpoints, anything on 127.0.0.1 — stays out of reach; slirp4netns then gives that namespace
 a tap device with a NAT'd route to the internet and a DNS forwarder.
 
-Ordering is the whole difficulty. bwrap reports the sandbox's pid on ``--info-fd`` *before*
-it lets that child run, and the child's first act in a new network namespace is to bring
-up loopback over netlink. slirp4netns ``--configure`` talks netlink to the same namespace;
-started on the pid alone, the two race and bwrap dies with
-``loopback: Failed RTM_NEWADDR: No child processes`` (1 start in 200 on an idle machine,
-more than half under load). bwrap has no option that signals "namespace setup done"
-(``--block-fd`` stops the child after loopback setup without saying so; ``--userns-block-fd``
-needs a user namespace the sandbox does not otherwise want), so the caller starts
-slirp4netns only after the sandbox agent has answered its first request: the agent is a
-program bwrap exec'd, so every namespace setup step of bwrap's is over by then. Nothing in a
-sandbox's start needs the network before that point (Dockerfile RUN steps are replayed
-through the agent, after it answered).
+Ordering is the whole difficulty. bwrap reports the sandbox's pid on ``--info-fd`` as soon
+as it has cloned the child, and the child's first act in its new network namespace is to add
+127.0.0.1 to loopback and bring it up over netlink. slirp4netns ``--configure`` brings the
+same loopback up too, and the kernel then adds 127.0.0.1 by itself; started on the pid
+alone, slirp4netns sometimes gets there first, bwrap's own add fails and bwrap dies with
+``loopback: Failed RTM_NEWADDR: No child processes`` (the errno in that message is stale).
+That hit 1 start in 200 one at a time and 3 in 200 four at a time on a 2-core VM at load 3,
+and 23 in 40 in the probe that found it. bwrap has no option that signals "namespace setup done"
+(``--block-fd`` parks the child after loopback setup without saying when it got there;
+``--userns-block-fd`` needs a user namespace the sandbox does not otherwise want), so the
+caller starts slirp4netns only after the sandbox agent has answered its first request: the
+agent is the program bwrap exec'd, so all of bwrap's namespace setup is over by then.
+Nothing in a sandbox's start needs the network before that point (Dockerfile RUN steps are
+replayed through the agent, after it answered). The cost is slirp4netns's own start,
+now in series with the agent's rather than beside it.
 """
 
 from __future__ import annotations
@@ -67,6 +70,9 @@ class SlirpNetwork:
         # bwrap writes {"child-pid": N, ...} here and closes it; we read it in start()
         self._info_r, self.info_fd = os.pipe()
         self._info_w_open = True
+        # slirp4netns exits when this closes: with bwrap's --die-with-parent, a driver killed
+        # with SIGKILL leaves no sandbox process behind, and none of slirp4netns either
+        self._exit_w = -1
 
     def spawned(self) -> None:
         """bwrap has its copy of the info fd: drop ours, so a bwrap that dies reads as EOF."""
@@ -90,14 +96,15 @@ class SlirpNetwork:
         finally:
             self._close_info()
         ready_r, ready_w = os.pipe()
+        exit_r, self._exit_w = os.pipe()
         try:
             with open(self.log_path, "wb") as slirp_log:
                 # --disable-host-loopback: 10.0.2.2 would otherwise reach the host's 127.0.0.1
                 self.proc = await asyncio.create_subprocess_exec(
                     self.binary, "--configure", "--mtu=65520", "--disable-host-loopback",
-                    f"--ready-fd={ready_w}", str(pid), "tap0",
+                    f"--ready-fd={ready_w}", f"--exit-fd={exit_r}", str(pid), "tap0",
                     stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=slirp_log,
-                    pass_fds=(ready_w,), start_new_session=True,
+                    pass_fds=(ready_w, exit_r), start_new_session=True,
                 )
             os.close(ready_w)
             ready_w = -1
@@ -108,6 +115,7 @@ class SlirpNetwork:
             if ready_w >= 0:
                 os.close(ready_w)
             os.close(ready_r)
+            os.close(exit_r)
         if got != b"1":
             tail = self.log_path.read_text(errors="replace")[-500:]
             raise SandboxStartError(f"{self.label}: slirp4netns failed: {tail}")
@@ -136,3 +144,6 @@ class SlirpNetwork:
         if self.proc is not None and self.proc.returncode is None:
             self.proc.kill()
             await self.proc.wait()
+        if self._exit_w >= 0:
+            os.close(self._exit_w)
+            self._exit_w = -1
