@@ -13,6 +13,7 @@ import yaml
 
 from farm.config import load_config
 from farm.run.driver import run_experiment
+from farm.run.workers import RayExecutor
 from farm.store import ResultStore
 
 from .conftest import CHECK_ANSWER, make_task
@@ -20,20 +21,32 @@ from .conftest import CHECK_ANSWER, make_task
 pytestmark = pytest.mark.integration
 
 
-def _actor_pids() -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmd = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"_TrialWorker" in cmd and str(os.getpid()).encode() not in cmd:
-                pids.append(int(entry.name))
-    return pids
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[1])  # field 4 of /proc/pid/stat: the parent pid
 
 
-def test_killed_worker_is_an_infra_error_and_the_run_goes_on(tmp_path: Path):
+def _descends_from_this_test(pid: int) -> bool:
+    """True when ``pid`` runs under this process: the Ray the run started here, not anyone else's."""
+    while pid > 1:
+        if pid == os.getpid():
+            return True
+        pid = _parent(pid)
+    return False
+
+
+def test_killed_worker_is_an_infra_error_and_the_run_goes_on(tmp_path: Path, monkeypatch):
+    # a private Ray started by this run (never a cluster from the environment), so that the
+    # actor killed below is one of this test's own processes
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    executors: list[RayExecutor] = []
+    real_start = RayExecutor.start
+
+    async def start_and_keep(self: RayExecutor) -> None:  # the real start; the test keeps a handle
+        await real_start(self)
+        executors.append(self)
+
+    monkeypatch.setattr(RayExecutor, "start", start_and_keep)
     tasks = tmp_path / "tasks"
     for i in range(3):
         make_task(tasks, f"t{i}", CHECK_ANSWER, solve_sh=None)
@@ -45,22 +58,23 @@ def test_killed_worker_is_an_infra_error_and_the_run_goes_on(tmp_path: Path):
     store = tmp_path / "store"
     cfg = load_config([f"benchmark.path={tasks}", "agent=scripted", f"agent.script={script}", "run.executor=ray",
                        "run.workers=1", f"store.uri={store}", "run.max_attempts=3", "run.retry_backoff_s=0"])
-    before = set(_actor_pids())
 
     async def main():
         run = asyncio.create_task(run_experiment(cfg))
         killed = None
         while not run.done():
             await asyncio.sleep(0.5)
-            fresh = [p for p in _actor_pids() if p not in before]
-            if fresh and killed is None and list((tmp_path).glob("**/heartbeat.json")):
+            if executors and killed is None and list((tmp_path).glob("**/heartbeat.json")):
                 await asyncio.sleep(4)  # the trials are inside their `sleep 6`
-                killed = fresh[0]
+                (executor,) = executors
+                pid = await executor.actors[0].pid.remote()  # the actor names its own process
+                assert pid != os.getpid() and _descends_from_this_test(pid), pid
+                killed = pid
                 os.kill(killed, signal.SIGKILL)
         return killed, await run
 
     killed, summary = asyncio.run(main())
-    assert killed is not None
+    assert killed is not None and executors[0].started_ray
     rows = ResultStore.open(str(store)).read_trials(summary.run_id, dedupe=False).to_pylist()
     lost = [r for r in rows if r["error_class"] == "worker_lost"]
     assert lost and all(r["status"] == "infra_error" for r in lost)
