@@ -45,5 +45,6 @@ def shared_path(*parts: str) -> Path:
         message = f"needs {rel} ({path}): not present beside this checkout"
         if env_flag(REQUIRE_SHARED_ENV):
             pytest.fail(f"{message}, and {REQUIRE_SHARED_ENV}=1 requires it", pytrace=False)
-        pytest.skip(message)
+        # reported at the test that asked, not at this line (as a skipif mark would be)
+        raise pytest.skip.Exception(message, _use_item_location=True)
     return path

@@ -39,7 +39,7 @@ def require_serve_stack(modules: tuple[str, ...] = SERVE_STACK) -> None:
         return
     if env_flag(REQUIRE_SERVE_ENV):
         pytest.fail(f"{missing}; {REQUIRE_SERVE_ENV}=1 requires it", pytrace=False)
-    pytest.skip(missing)
+    raise pytest.skip.Exception(missing, _use_item_location=True)  # reported at the test, as a mark would be
 
 
 def free_port() -> int:
