@@ -179,7 +179,9 @@ async def test_shutdown_op_kills_background_processes(agent: Agent) -> None:
 async def test_tool_op_without_leaf_tools(tmp_path: Path) -> None:
     alone = tmp_path / "inside"
     alone.mkdir()
-    shutil.copy(SERVER, alone / "server.py")
+    for part in SERVER.parent.glob("*.py"):  # the agent's own modules, without the tools
+        if part.name != "leaf_tools.py":
+            shutil.copy(part, alone / part.name)
     a = await start_agent(INTERPRETERS[0], alone / "server.py", tmp_path)
     try:
         with pytest.raises(ModuleNotFoundError, match="leaf_tools"):

@@ -6,208 +6,35 @@ thread; responses go out under a lock in completion order. Nothing but protocol 
 written to the protocol stream: the real stdin/stdout are moved to private descriptors at
 startup and fds 0/1 are pointed at /dev/null and stderr, so no child can corrupt the channel.
 
-See /tmp/protocol.md (mirrored in farm/sandbox/channel.py) for the request and response shapes.
+See farm/sandbox/channel.py for the request and response shapes. The agent is three files
+shipped side by side: this one (the protocol and the file operations), procs.py (commands:
+output capture, timeouts and killing all a command started) and leaf_tools.py (the five tools).
 """
 
 import base64
 import collections
-import ctypes
 import json
 import os
-import selectors
-import signal
 import stat
 import sys
 import threading
-import time
 import traceback
-import uuid
+
+# Run as a script (inside a sandbox, under -I) the directory of this file is not on sys.path;
+# imported as farm.sandbox.inside.server (the host, tests) the package provides it.
+if __package__:
+    from . import procs
+else:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import procs
 
 REMEMBERED_RESPONSES = 1024
-DEFAULT_OUTPUT_CAP = 1 << 20
+DEFAULT_OUTPUT_CAP = procs.DEFAULT_OUTPUT_CAP
 MAX_READ_CHUNK = 8 << 20
-TAG_VAR = "FARM_EXEC_ID"
-PR_SET_CHILD_SUBREAPER = 36
-KILL_ROUNDS = 200
 
 
 class UnknownOpError(Exception):
     pass
-
-
-def _log(msg):
-    sys.stderr.write("farm-sandbox-agent: %s\n" % msg)
-    sys.stderr.flush()
-
-
-# --- process bookkeeping -------------------------------------------------------------------
-
-
-def _proc_pids():
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            yield int(name)
-
-
-def _environ_tags(pid):
-    """The FARM_EXEC_ID values in a process's initial environment (empty for zombies)."""
-    try:
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            data = f.read()
-    except OSError:
-        return ()
-    prefix = TAG_VAR.encode() + b"="
-    return tuple(e[len(prefix):].decode("ascii", "replace") for e in data.split(b"\0") if e.startswith(prefix))
-
-
-def _is_zombie(pid):
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            data = f.read()
-    except OSError:
-        return True
-    # the comm field may contain spaces and parentheses: the state follows the last ')'
-    end = data.rindex(b")")
-    return data[end + 2:end + 3] in (b"Z", b"X")
-
-
-def _parent_pid(pid):
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            data = f.read()
-        return int(data[data.rindex(b")") + 2:].split()[1])
-    except (OSError, ValueError, IndexError):
-        return -1
-
-
-class Processes:
-    """Starts commands, remembers direct children, reaps orphans re-parented to us."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.children = set()
-        self.me = os.getpid()
-        self.prefix = uuid.uuid4().hex[:12]
-        self.counter = 0
-        self._subreaper()
-        t = threading.Thread(target=self._reap_loop, name="reaper", daemon=True)
-        t.start()
-
-    def _subreaper(self):
-        # Orphans of our commands (double forks, nohup) re-parent to us rather than to the
-        # namespace's init, so they stay findable and get reaped here.
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-                _log("prctl(PR_SET_CHILD_SUBREAPER) failed: errno %d" % ctypes.get_errno())
-        except (OSError, AttributeError) as e:
-            _log("no subreaper: %s" % e)
-
-    def new_tag(self):
-        with self.lock:
-            self.counter += 1
-            return "%s-%d" % (self.prefix, self.counter)
-
-    def spawn(self, argv, **kwargs):
-        import subprocess
-
-        # Registration happens under the reaper's lock so that it never reaps a fresh child of
-        # ours before Popen.wait() can collect its exit status.
-        with self.lock:
-            proc = subprocess.Popen(argv, **kwargs)
-            self.children.add(proc.pid)
-        return proc
-
-    def forget(self, proc):
-        with self.lock:
-            self.children.discard(proc.pid)
-
-    def reap_orphans(self):
-        with self.lock:
-            for pid in _proc_pids():
-                if pid in self.children or pid == self.me:
-                    continue
-                if _parent_pid(pid) == self.me:
-                    try:
-                        os.waitpid(pid, os.WNOHANG)
-                    except ChildProcessError:
-                        pass
-
-    def _reap_loop(self):
-        while True:
-            time.sleep(0.5)
-            try:
-                self.reap_orphans()
-            except Exception as e:  # never let the reaper die silently
-                _log("reaper: %r" % e)
-
-    def tagged(self, match):
-        out = []
-        for pid in _proc_pids():
-            if pid == self.me:
-                continue
-            if any(match(t) for t in _environ_tags(pid)) and not _is_zombie(pid):
-                out.append(pid)
-        return out
-
-    def kill_tagged(self, match, pgid=None):
-        """SIGKILL the process group and every tagged process until no tagged one is left."""
-        for _ in range(KILL_ROUNDS):
-            if pgid is not None:
-                try:
-                    os.killpg(pgid, signal.SIGKILL)
-                except OSError:
-                    pass
-            pids = self.tagged(match)
-            if not pids:
-                return True
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(0.005)
-            self.reap_orphans()
-        return False
-
-
-# --- output capture ------------------------------------------------------------------------
-
-
-class Capture:
-    """Keeps the first and last cap/2 bytes of a stream and counts the rest."""
-
-    def __init__(self, cap):
-        self.cap = max(0, int(cap))
-        self.head_cap = self.cap // 2
-        self.tail_cap = self.cap - self.head_cap
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, data):
-        self.total += len(data)
-        room = self.head_cap - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data and self.tail_cap:
-            self.tail += data
-            if len(self.tail) > self.tail_cap:
-                del self.tail[: len(self.tail) - self.tail_cap]
-
-    @property
-    def truncated(self):
-        return self.total > self.cap
-
-    def text(self):
-        if not self.truncated:
-            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace")
-        dropped = self.total - len(self.head) - len(self.tail)
-        head = bytes(self.head).decode("utf-8", "replace")
-        tail = bytes(self.tail).decode("utf-8", "replace")
-        sep = "" if head.endswith("\n") or not head else "\n"
-        return "%s%s[... %d bytes truncated ...]\n%s" % (head, sep, dropped, tail)
 
 
 def encode_response(payload):
@@ -230,13 +57,15 @@ def encode_response(payload):
 
 
 class Agent:
-    def __init__(self, out_file):
+    """The protocol dispatcher; ``reap`` as in procs.Processes (off for an agent inside a test)."""
+
+    def __init__(self, out_file, reap=True):
         self.out = out_file
         self.out_lock = threading.Lock()
         self.state_lock = threading.Lock()
         self.running = set()
         self.done = collections.OrderedDict()
-        self.procs = Processes()
+        self.procs = procs.Processes(reap=reap)
         self.stopping = False
 
     # protocol plumbing
@@ -288,7 +117,7 @@ class Agent:
         except Exception as e:
             expected = (OSError, ValueError, ModuleNotFoundError, UnknownOpError)
             if not isinstance(e, expected) and type(e).__module__ != "tarfile":
-                _log("op %s failed:\n%s" % (op, traceback.format_exc()))
+                procs.log("op %s failed:\n%s" % (op, traceback.format_exc()))
             resp = {"id": rid, "ok": False, "error": {"type": type(e).__name__, "message": str(e)}}
         with self.state_lock:
             self.running.discard(rid)
@@ -303,8 +132,7 @@ class Agent:
         if self.stopping:
             return
         self.stopping = True
-        prefix = self.procs.prefix + "-"
-        self.procs.kill_tagged(lambda tag: tag.startswith(prefix))
+        self.procs.kill_everything()
         try:
             self.out.flush()
         except Exception:
@@ -323,94 +151,7 @@ class Agent:
         return self.run_command(command, timeout_s, cwd, env, merge_stderr, output_cap)
 
     def run_command(self, command, timeout_s=120.0, cwd=None, env=None, merge_stderr=False, output_cap=DEFAULT_OUTPUT_CAP):
-        import subprocess
-
-        if output_cap is None:
-            output_cap = DEFAULT_OUTPUT_CAP
-        if cwd and not os.path.isdir(cwd):
-            # like a shell whose `cd` failed: the command's problem, not the channel's
-            msg = "farm: cannot run in %s: no such directory\n" % cwd
-            return {"exit_code": 1, "stdout": "", "stderr": msg, "timed_out": False, "duration_s": 0.0,
-                    "truncated": False, "output_bytes": len(msg)}
-        tag = self.procs.new_tag()
-        full_env = dict(os.environ)
-        if env:
-            full_env.update({str(k): str(v) for k, v in env.items()})
-        full_env[TAG_VAR] = tag
-        started = time.monotonic()
-        deadline = started + float(timeout_s)
-        proc = self.procs.spawn(
-            ["/bin/bash", "-c", command],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-            cwd=cwd or None,
-            env=full_env,
-            start_new_session=True,
-            close_fds=True,
-        )
-        out = Capture(output_cap)
-        err = Capture(output_cap)
-        timed_out = False
-        sel = selectors.DefaultSelector()
-        sel.register(proc.stdout, selectors.EVENT_READ, out)
-        if proc.stderr is not None:
-            sel.register(proc.stderr, selectors.EVENT_READ, err)
-        try:
-            while sel.get_map():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    timed_out = True
-                    break
-                for key, _ in sel.select(min(remaining, 1.0)):
-                    data = os.read(key.fd, 1 << 16)
-                    if data:
-                        key.data.feed(data)
-                    else:
-                        sel.unregister(key.fileobj)
-            if not timed_out:
-                try:
-                    proc.wait(max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-            if timed_out:
-                self.procs.kill_tagged(lambda t: t == tag, pgid=proc.pid)
-                proc.wait()
-                # take what the killed processes left in the pipes, without waiting for an
-                # untagged straggler that may still hold them open
-                for key in list(sel.get_map().values()):
-                    os.set_blocking(key.fd, False)
-                    try:
-                        while True:
-                            data = os.read(key.fd, 1 << 16)
-                            if not data:
-                                break
-                            key.data.feed(data)
-                    except (BlockingIOError, OSError):
-                        pass
-        finally:
-            sel.close()
-            for f in (proc.stdout, proc.stderr):
-                if f is not None:
-                    f.close()
-            if proc.returncode is None:
-                self.procs.kill_tagged(lambda t: t == tag, pgid=proc.pid)
-                proc.wait()
-            self.procs.forget(proc)
-        code = proc.returncode
-        if timed_out:
-            code = 124
-        elif code < 0:
-            code = 128 - code
-        return {
-            "exit_code": code,
-            "stdout": out.text(),
-            "stderr": err.text(),
-            "timed_out": timed_out,
-            "duration_s": round(time.monotonic() - started, 6),
-            "truncated": out.truncated or err.truncated,
-            "output_bytes": out.total + err.total,
-        }
+        return procs.run_command(self.procs, command, timeout_s, cwd, env, merge_stderr, output_cap)
 
     def op_read(self, path, offset=0, length=MAX_READ_CHUNK):
         length = max(0, min(int(length), MAX_READ_CHUNK))
@@ -496,10 +237,10 @@ class Agent:
         return {"files": files}
 
     def op_tool(self, name, args=None, workdir=None, limits=None):
-        here = os.path.dirname(os.path.abspath(__file__))
-        if here not in sys.path:
-            sys.path.insert(0, here)
-        import leaf_tools  # owned by the agent harness; shipped next to this file
+        if __package__:
+            from . import leaf_tools
+        else:
+            import leaf_tools  # owned by the agent harness; shipped next to this file
 
         def exec_fn(command, timeout_s=120.0, cwd=None, env=None, merge_stderr=True, output_cap=DEFAULT_OUTPUT_CAP):
             return self.run_command(command, timeout_s, cwd, env, merge_stderr, output_cap)

@@ -1,0 +1,377 @@
+"""Commands of the sandbox agent: start them, capture their output, and kill all they started.
+
+Part of the sandbox agent (see server.py): stdlib-only and Python >= 3.8, shipped as a file
+next to server.py.
+
+Which processes belong to a command? Every command's shell is made a *child subreaper*
+(``PR_SET_CHILD_SUBREAPER``, kept across ``execve``) before it starts, so whatever it spawns
+stays in its process tree while the shell lives: double forks, ``setsid``, ``nohup`` and
+``env -i`` cannot leave it. A timed-out command is stopped (it can start nothing new while
+stopped), everything below it is killed until nothing is left, and then the shell itself.
+Processes that left the tree because their shell had already exited are still found by their
+session (the shell led a new one), or by the ``FARM_EXEC_ID`` environment tag a command's
+processes inherit; only a process that is both outside the tree and changed both can escape.
+"""
+
+import ctypes
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+DEFAULT_OUTPUT_CAP = 1 << 20
+TAG_VAR = "FARM_EXEC_ID"
+PR_SET_CHILD_SUBREAPER = 36
+KILL_ROUNDS = 200
+READ_SIZE = 1 << 16
+
+
+def log(msg):
+    sys.stderr.write("farm-sandbox-agent: %s\n" % msg)
+    sys.stderr.flush()
+
+
+def _load_prctl():
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()
+
+
+def set_subreaper():
+    """Orphans of this process's descendants re-parent to it rather than to init; False if refused."""
+    if _PRCTL is None:
+        return False
+    return _PRCTL(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+# --- /proc ---------------------------------------------------------------------------------
+
+
+def proc_pids():
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            yield int(name)
+
+
+def stat_fields(pid):
+    """(state, ppid, process group, session) of a process, or None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    # the comm field may contain spaces and parentheses: the fields follow the last ')'
+    fields = data[data.rindex(b")") + 2:].split()
+    try:
+        return fields[0].decode("ascii", "replace"), int(fields[1]), int(fields[2]), int(fields[3])
+    except (IndexError, ValueError):
+        return None
+
+
+def is_zombie(pid):
+    fields = stat_fields(pid)
+    return fields is None or fields[0] in ("Z", "X")
+
+
+def parent_pid(pid):
+    fields = stat_fields(pid)
+    return -1 if fields is None else fields[1]
+
+
+def environ_tags(pid):
+    """The FARM_EXEC_ID values in a process's initial environment (empty for zombies)."""
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            data = f.read()
+    except OSError:
+        return ()
+    prefix = TAG_VAR.encode() + b"="
+    return tuple(e[len(prefix):].decode("ascii", "replace") for e in data.split(b"\0") if e.startswith(prefix))
+
+
+def process_table():
+    """pid -> (state, ppid, pgrp, session) of every live (non-zombie) process."""
+    table = {}
+    for pid in proc_pids():
+        fields = stat_fields(pid)
+        if fields is not None and fields[0] not in ("Z", "X"):
+            table[pid] = fields
+    return table
+
+
+def descendants(root, table):
+    children = {}
+    for pid, fields in table.items():
+        children.setdefault(fields[1], []).append(pid)
+    out, todo = set(), list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        if pid not in out:
+            out.add(pid)
+            todo.extend(children.get(pid, ()))
+    return out
+
+
+def _kill(pid, sig=signal.SIGKILL):
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+class Processes:
+    """Starts commands, remembers direct children, reaps orphans re-parented to us.
+
+    ``reap``: make this process a subreaper and reap orphans in the background (the agent's own
+    process); off when the code runs inside a process with children of its own (tests)."""
+
+    def __init__(self, reap=True):
+        self.lock = threading.Lock()
+        self.children = set()
+        self.me = os.getpid()
+        self.prefix = uuid.uuid4().hex[:12]
+        self.counter = 0
+        if reap:
+            # Orphans of our commands (double forks, nohup) re-parent to us rather than to the
+            # namespace's init, so they stay findable and get reaped here.
+            if not set_subreaper():
+                log("no subreaper: prctl(PR_SET_CHILD_SUBREAPER) refused")
+            t = threading.Thread(target=self._reap_loop, name="reaper", daemon=True)
+            t.start()
+
+    def new_tag(self):
+        with self.lock:
+            self.counter += 1
+            return "%s-%d" % (self.prefix, self.counter)
+
+    def spawn(self, argv, **kwargs):
+        # Registration happens under the reaper's lock so that it never reaps a fresh child of
+        # ours before Popen.wait() can collect its exit status.
+        with self.lock:
+            proc = subprocess.Popen(argv, preexec_fn=set_subreaper if _PRCTL is not None else None, **kwargs)
+            self.children.add(proc.pid)
+        return proc
+
+    def forget(self, proc):
+        with self.lock:
+            self.children.discard(proc.pid)
+
+    def reap_orphans(self):
+        with self.lock:
+            for pid in proc_pids():
+                if pid in self.children or pid == self.me:
+                    continue
+                if parent_pid(pid) == self.me:
+                    try:
+                        os.waitpid(pid, os.WNOHANG)
+                    except ChildProcessError:
+                        pass
+
+    def _reap_loop(self):
+        while True:
+            time.sleep(0.5)
+            try:
+                self.reap_orphans()
+            except Exception as e:  # never let the reaper die silently
+                log("reaper: %r" % e)
+
+    def members(self, top, tag):
+        """Live processes of the command whose shell is ``top`` (``top`` itself excluded)."""
+        table = process_table()
+        found = descendants(top, table)
+        for pid, (_, _, pgrp, session) in table.items():
+            if session == top or pgrp == top or (pid not in found and tag in environ_tags(pid)):
+                found.add(pid)
+        found.discard(top)
+        found.discard(self.me)
+        return found
+
+    def kill_command(self, top, tag):
+        """SIGKILL everything the command started, then its shell; True when nothing is left.
+
+        The shell is stopped first and killed last: while it lives it is the subreaper of all
+        it started, so nothing can leave its tree during the kill."""
+        _kill(top, signal.SIGSTOP)
+        for _ in range(KILL_ROUNDS):
+            pids = self.members(top, tag)
+            if not pids:
+                break
+            for pid in pids:
+                _kill(pid)
+            time.sleep(0.002)
+        try:
+            os.killpg(top, signal.SIGKILL)
+        except OSError:
+            pass
+        _kill(top)
+        # what re-parented away from the dying shell is found by its session or tag
+        for _ in range(KILL_ROUNDS):
+            pids = self.members(top, tag)
+            if not pids:
+                return True
+            for pid in pids:
+                _kill(pid)
+            time.sleep(0.005)
+            self.reap_orphans()
+        return False
+
+    def kill_everything(self):
+        """SIGKILL every process below this one and every one carrying one of our tags."""
+        prefix = self.prefix + "-"
+        for _ in range(KILL_ROUNDS):
+            table = process_table()
+            pids = descendants(self.me, table)
+            pids.update(p for p in table if any(t.startswith(prefix) for t in environ_tags(p)))
+            pids.discard(self.me)
+            if not pids:
+                return True
+            for pid in pids:
+                _kill(pid)
+            time.sleep(0.005)
+            self.reap_orphans()
+        return False
+
+
+# --- output capture ------------------------------------------------------------------------
+
+
+class Capture:
+    """Keeps the first and last cap/2 bytes of a stream and counts the rest."""
+
+    def __init__(self, cap):
+        self.cap = max(0, int(cap))
+        self.head_cap = self.cap // 2
+        self.tail_cap = self.cap - self.head_cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data):
+        self.total += len(data)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data and self.tail_cap:
+            self.tail += data
+            if len(self.tail) > self.tail_cap:
+                del self.tail[: len(self.tail) - self.tail_cap]
+
+    @property
+    def truncated(self):
+        return self.total > self.cap
+
+    def text(self):
+        if not self.truncated:
+            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace")
+        dropped = self.total - len(self.head) - len(self.tail)
+        head = bytes(self.head).decode("utf-8", "replace")
+        tail = bytes(self.tail).decode("utf-8", "replace")
+        sep = "" if head.endswith("\n") or not head else "\n"
+        return "%s%s[... %d bytes truncated ...]\n%s" % (head, sep, dropped, tail)
+
+
+# --- running one command -------------------------------------------------------------------
+
+
+def _drain(sel):
+    """Take what killed processes left in the pipes, without waiting for a straggler that may
+    still hold them open."""
+    for key in list(sel.get_map().values()):
+        os.set_blocking(key.fd, False)
+        try:
+            while True:
+                data = os.read(key.fd, READ_SIZE)
+                if not data:
+                    break
+                key.data.feed(data)
+        except (BlockingIOError, OSError):
+            pass
+
+
+def run_command(procs, command, timeout_s=120.0, cwd=None, env=None, merge_stderr=False,
+                output_cap=DEFAULT_OUTPUT_CAP):
+    """Run ``bash -c command`` with a timeout that kills all it started; the exec result dict."""
+    if output_cap is None:
+        output_cap = DEFAULT_OUTPUT_CAP
+    if cwd and not os.path.isdir(cwd):
+        # like a shell whose `cd` failed: the command's problem, not the channel's
+        msg = "farm: cannot run in %s: no such directory\n" % cwd
+        return {"exit_code": 1, "stdout": "", "stderr": msg, "timed_out": False, "duration_s": 0.0,
+                "truncated": False, "output_bytes": len(msg)}
+    tag = procs.new_tag()
+    full_env = dict(os.environ)
+    if env:
+        full_env.update({str(k): str(v) for k, v in env.items()})
+    full_env[TAG_VAR] = tag
+    started = time.monotonic()
+    deadline = started + float(timeout_s)
+    proc = procs.spawn(
+        ["/bin/bash", "-c", command],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+        cwd=cwd or None,
+        env=full_env,
+        start_new_session=True,
+        close_fds=True,
+    )
+    out = Capture(output_cap)
+    err = Capture(output_cap)
+    timed_out = False
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ, out)
+    if proc.stderr is not None:
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+    try:
+        while sel.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            for key, _ in sel.select(min(remaining, 1.0)):
+                data = os.read(key.fd, READ_SIZE)
+                if data:
+                    key.data.feed(data)
+                else:
+                    sel.unregister(key.fileobj)
+        if not timed_out:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+        if timed_out:
+            procs.kill_command(proc.pid, tag)
+            proc.wait()
+            _drain(sel)
+    finally:
+        sel.close()
+        for f in (proc.stdout, proc.stderr):
+            if f is not None:
+                f.close()
+        if proc.returncode is None:
+            procs.kill_command(proc.pid, tag)
+            proc.wait()
+        procs.forget(proc)
+    code = proc.returncode
+    if timed_out:
+        code = 124
+    elif code < 0:
+        code = 128 - code
+    return {
+        "exit_code": code,
+        "stdout": out.text(),
+        "stderr": err.text(),
+        "timed_out": timed_out,
+        "duration_s": round(time.monotonic() - started, 6),
+        "truncated": out.truncated or err.truncated,
+        "output_bytes": out.total + err.total,
+    }

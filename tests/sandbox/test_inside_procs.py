@@ -1,0 +1,268 @@
+"""The sandbox agent's command runner, in-process (farm/sandbox/inside/procs.py).
+
+Timeouts must kill everything a command started, however it tried to get away: a new session
+(``setsid``), a double fork, ``nohup``, and a child with a scrubbed environment (``env -i``, which
+drops the tag the runner puts into every command's environment). Each escapee would write a
+marker a moment after the kill; the tests wait past that moment and look. Only processes these
+tests start are ever signalled: the runner works on the command's own process tree.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from farm.sandbox.inside import procs
+
+# Ways out of a command's process group and environment. Each writes its marker after 1.5 s.
+ESCAPES = {
+    "setsid": "setsid bash -c 'sleep 1.5; touch {m}' >/dev/null 2>&1 < /dev/null &",
+    "env_i": "env -i /bin/bash -c 'sleep 1.5; touch {m}' >/dev/null 2>&1 < /dev/null &",
+    "env_i_setsid": "env -i setsid /bin/bash -c 'sleep 1.5; touch {m}' >/dev/null 2>&1 < /dev/null &",
+    "double_fork": "( env -i setsid /bin/bash -c 'sleep 1.5; touch {m}' >/dev/null 2>&1 < /dev/null & ) ",
+    "nohup": "nohup bash -c 'sleep 1.5; touch {m}' >/dev/null 2>&1 &",
+    "holds_pipe": "bash -c 'sleep 1.5; touch {m}' &",
+}
+
+
+@pytest.fixture
+def runner() -> procs.Processes:
+    return procs.Processes(reap=False)
+
+
+def run(runner: procs.Processes, command: str, **kw) -> dict:
+    return procs.run_command(runner, command, **kw)
+
+
+def _alive(pid: int) -> bool:
+    return not procs.is_zombie(pid)
+
+
+@pytest.mark.parametrize("how", sorted(ESCAPES))
+def test_timeout_kills_every_way_out(runner, tmp_path: Path, how: str):
+    marker = tmp_path / how
+    res = run(runner, ESCAPES[how].format(m=marker) + "\necho started; sleep 30", timeout_s=0.5)
+    assert res["timed_out"] is True and res["exit_code"] == 124 and res["stdout"] == "started\n"
+    assert res["duration_s"] < 5
+    time.sleep(2.0)
+    assert not marker.exists(), f"the {how} escapee survived the timeout"
+
+
+def test_all_escapes_at_once_with_the_shell_still_running(runner, tmp_path: Path):
+    cmd = "\n".join(v.format(m=tmp_path / k) for k, v in ESCAPES.items())
+    res = run(runner, cmd + "\nsleep 30", timeout_s=0.5)
+    assert res["timed_out"]
+    time.sleep(2.0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_command_that_finishes_keeps_its_background_processes(runner, tmp_path: Path):
+    # the control: the markers work, and only the timeout kill stops the escapees above
+    marker = tmp_path / "control"
+    res = run(runner, ESCAPES["env_i_setsid"].format(m=marker).replace("1.5", "0.3"))
+    assert res["exit_code"] == 0 and not res["timed_out"]
+    deadline = time.monotonic() + 10
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists()
+
+
+def test_a_background_process_holding_the_pipe_runs_into_the_timeout(runner, tmp_path: Path):
+    marker = tmp_path / "m"
+    res = run(runner, f"(sleep 1.5; touch {marker}) & echo bye", timeout_s=0.5)
+    assert res["timed_out"] and res["stdout"] == "bye\n"
+    time.sleep(2.0)
+    assert not marker.exists()
+
+
+def test_kill_command_reports_what_it_killed(runner):
+    proc = runner.spawn(["/bin/bash", "-c", "env -i setsid sleep 30 & sleep 30"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 5
+        while len(runner.members(proc.pid, "no-tag")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        members = runner.members(proc.pid, "no-tag")
+        assert len(members) == 2 and proc.pid not in members and os.getpid() not in members
+        assert runner.kill_command(proc.pid, "no-tag") is True
+        proc.wait(10)
+        assert proc.returncode == -signal.SIGKILL
+        assert not any(_alive(p) for p in members)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()
+        runner.forget(proc)
+    assert runner.children == set()
+
+
+def test_members_found_by_tag_after_the_shell_is_gone(runner, tmp_path: Path):
+    # a tagged process that left the tree (its parent died) is still the command's
+    tag = runner.new_tag()
+    child = subprocess.Popen(["sleep", "30"], env={"PATH": os.environ["PATH"], procs.TAG_VAR: tag},
+                             start_new_session=True)
+    try:
+        assert runner.members(-1, tag) == {child.pid}  # -1: no process tree or session to follow
+        assert runner.members(-1, runner.new_tag()) == set()
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_tags_are_unique_and_carry_the_prefix(runner):
+    a, b = runner.new_tag(), runner.new_tag()
+    assert a != b and a.startswith(runner.prefix + "-") and a.endswith("-1") and b.endswith("-2")
+    assert procs.Processes(reap=False).prefix != runner.prefix
+
+
+def test_each_command_gets_its_tag_in_the_environment(runner):
+    res = run(runner, f"echo ${procs.TAG_VAR}")
+    assert res["stdout"].startswith(runner.prefix + "-")
+
+
+def test_the_command_shell_is_a_subreaper(runner, tmp_path: Path):
+    # an orphan of the command re-parents to its shell, not to init: it cannot leave the tree
+    res = run(runner, "(sleep 5 & echo $! > orphan) ; sleep 0.2; ps -o ppid= -p $(cat orphan); echo $$; kill $(cat orphan)",
+              cwd=str(tmp_path))
+    ppid, shell = res["stdout"].split()
+    assert ppid == shell
+
+
+# --- the result of a command ---------------------------------------------------------------------
+
+
+def test_exit_codes_signals_and_streams(runner, tmp_path: Path):
+    res = run(runner, "echo out; echo err >&2; exit 7")
+    assert (res["exit_code"], res["stdout"], res["stderr"], res["timed_out"], res["truncated"]) == (
+        7, "out\n", "err\n", False, False)
+    assert res["output_bytes"] == 8 and 0 <= res["duration_s"] < 5
+    assert run(runner, "kill -9 $$")["exit_code"] == 137
+    assert run(runner, "kill -TERM $$")["exit_code"] == 143
+    merged = run(runner, "echo a; echo b >&2; echo c", merge_stderr=True)
+    assert merged["stdout"] == "a\nb\nc\n" and merged["stderr"] == ""
+
+
+def test_cwd_env_and_a_missing_cwd(runner, tmp_path: Path):
+    res = run(runner, "pwd; echo $A$B", cwd=str(tmp_path), env={"A": 1, "B": "x"})
+    assert res["stdout"] == f"{tmp_path}\n1x\n"
+    missing = run(runner, "echo never", cwd=str(tmp_path / "gone"))
+    assert missing == {"exit_code": 1, "stdout": "", "stderr": f"farm: cannot run in {tmp_path / 'gone'}: no such directory\n",
+                       "timed_out": False, "duration_s": 0.0, "truncated": False,
+                       "output_bytes": len(f"farm: cannot run in {tmp_path / 'gone'}: no such directory\n")}
+    assert run(runner, "echo $HOME", env=None)["stdout"] == os.environ.get("HOME", "") + "\n"
+
+
+def test_stdin_is_empty_and_the_command_is_not_in_our_session(runner):
+    res = run(runner, "cat; ps -o sid= -p $$; echo $$")
+    sid, pid = res["stdout"].split()
+    assert sid == pid and int(sid) != os.getsid(0)
+
+
+def test_output_cap_keeps_head_and_tail(runner):
+    res = run(runner, "printf 'HEAD'; head -c 1000 /dev/zero | tr '\\0' x; printf 'TAIL'", output_cap=100)
+    assert res["truncated"] is True and res["output_bytes"] == 1008
+    assert res["stdout"].startswith("HEAD") and res["stdout"].endswith("TAIL")
+    assert "\n[... 908 bytes truncated ...]\n" in res["stdout"]
+    assert run(runner, "echo hi", output_cap=None)["stdout"] == "hi\n"
+
+
+def test_a_timed_out_command_keeps_what_it_printed(runner):
+    res = run(runner, "echo before; sleep 30", timeout_s=0.3, merge_stderr=True)
+    assert res["timed_out"] and res["stdout"] == "before\n"
+
+
+def test_timeout_after_the_pipes_close(runner):
+    # the command closes its output and keeps running: the wait, not the reader, times out
+    res = run(runner, "exec >&- 2>&-; sleep 30", timeout_s=0.3)
+    assert res["timed_out"] and res["exit_code"] == 124
+
+
+# --- output capture ------------------------------------------------------------------------------
+
+
+def test_capture_below_the_cap_is_exact():
+    c = procs.Capture(10)
+    c.feed(b"12345")
+    c.feed(b"67890")
+    assert (c.text(), c.truncated, c.total) == ("1234567890", False, 10)
+
+
+def test_capture_over_the_cap_keeps_head_and_tail_halves():
+    c = procs.Capture(6)
+    for chunk in (b"ab", b"cdef", b"ghij"):
+        c.feed(chunk)
+    assert c.truncated and c.total == 10
+    assert c.text() == "abc\n[... 4 bytes truncated ...]\nhij"
+    odd = procs.Capture(5)
+    odd.feed(b"line\n0123456789")
+    assert odd.text() == "li\n[... 10 bytes truncated ...]\n789"
+    nl = procs.Capture(10)
+    nl.feed(b"abcd\n" + b"x" * 20)
+    assert nl.text() == "abcd\n[... 15 bytes truncated ...]\nxxxxx"
+
+
+def test_capture_of_zero_keeps_nothing_but_counts():
+    c = procs.Capture(0)
+    c.feed(b"abc")
+    assert c.total == 3 and c.truncated and c.text() == "[... 3 bytes truncated ...]\n"
+
+
+def test_capture_decodes_invalid_utf8_with_replacement():
+    c = procs.Capture(100)
+    c.feed(b"ok\xff")
+    assert c.text() == "ok\ufffd"
+
+
+# --- /proc helpers -------------------------------------------------------------------------------
+
+
+def test_stat_fields_of_a_process_with_parentheses_in_its_name(tmp_path: Path):
+    exe = tmp_path / "we(i r)d"
+    exe.symlink_to("/bin/sleep")
+    p = subprocess.Popen([str(exe), "30"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 5
+        while procs.stat_fields(p.pid) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        state, ppid, pgrp, session = procs.stat_fields(p.pid)
+        assert state in ("S", "R") and ppid == os.getpid() and pgrp == session == p.pid
+        assert procs.parent_pid(p.pid) == os.getpid() and not procs.is_zombie(p.pid)
+        assert p.pid in procs.process_table() and p.pid in procs.descendants(os.getpid(), procs.process_table())
+    finally:
+        p.kill()
+        p.wait()
+    assert procs.stat_fields(p.pid) is None and procs.is_zombie(p.pid) and procs.parent_pid(p.pid) == -1
+
+
+def test_a_zombie_is_not_a_live_process():
+    p = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 5
+    while not procs.is_zombie(p.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert procs.is_zombie(p.pid) and procs.stat_fields(p.pid)[0] == "Z"
+    assert p.pid not in procs.process_table()
+    p.wait()
+
+
+def test_environ_tags_of_gone_processes_are_empty():
+    p = subprocess.Popen(["sleep", "30"], env={procs.TAG_VAR: "t-1", "OTHER": "x", "PATH": os.environ["PATH"]})
+    try:
+        deadline = time.monotonic() + 5
+        while procs.environ_tags(p.pid) != ("t-1",) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert procs.environ_tags(p.pid) == ("t-1",)
+    finally:
+        p.kill()
+        p.wait()
+    assert procs.environ_tags(p.pid) == ()
+
+
+def test_descendants_walks_the_whole_tree():
+    table = {2: ("S", 1, 2, 2), 3: ("S", 2, 2, 2), 4: ("S", 3, 4, 4), 5: ("S", 1, 5, 5), 6: ("S", 4, 4, 4)}
+    assert procs.descendants(2, table) == {3, 4, 6}
+    assert procs.descendants(1, table) == {2, 3, 4, 5, 6}
+    assert procs.descendants(6, table) == set()
