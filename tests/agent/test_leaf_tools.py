@@ -1,4 +1,5 @@
-"""leaf_tools.run_tool in-process, behaviour by behaviour (leaf-harness.md §3.2)."""
+"""The five tools behaviour by behaviour (leaf-harness.md §3.2), through the sandbox agent's real
+``tool`` op in-process: Bash runs on the agent's own command runner."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ from pathlib import Path
 import pytest
 
 from farm.sandbox.inside import leaf_tools
-from agent_helpers import subprocess_exec
+from agent_helpers import QUIET_HOME, tool_agent
+
+AGENT = tool_agent()
 
 
 def run(name, args, ws, **limits):
-    return leaf_tools.run_tool(name, args, str(ws), limits, subprocess_exec)
+    limits.setdefault("env", {"HOME": QUIET_HOME})
+    return AGENT.op_tool(name, args, str(ws), limits)
 
 
 def obs(name, args, ws, **limits) -> str:
@@ -110,6 +114,36 @@ def test_edit_exact_match_and_its_three_errors(workspace):
                workspace) == "Edited m.py (1 replacement)."
 
 
+@pytest.mark.parametrize("flag", ["false", "False", " no ", "0", "off", "", False, 0, None])
+def test_edit_replace_all_false_values_keep_the_uniqueness_check(workspace, flag):
+    f = workspace / "m.py"
+    f.write_text("x = 1\nx = 1\n")
+    assert obs("Edit", {"file_path": "m.py", "old_string": "x = 1", "new_string": "y", "replace_all": flag},
+               workspace) == "ValueError: old_string matched 2 times; set replace_all=true or use a more specific old_string"
+    assert f.read_text() == "x = 1\nx = 1\n"
+
+
+@pytest.mark.parametrize("flag", ["true", "TRUE", " yes", "1", "on", True, 1])
+def test_edit_replace_all_true_values_replace_every_occurrence(workspace, flag):
+    f = workspace / "m.py"
+    f.write_text("x = 1\nx = 1\nx = 1\n")
+    assert obs("Edit", {"file_path": "m.py", "old_string": "x = 1", "new_string": "y", "replace_all": flag},
+               workspace) == "Edited m.py (3 replacements)."
+    assert f.read_text() == "y\ny\ny\n"
+
+
+def test_edit_without_replace_all_replaces_the_single_match_only(workspace):
+    f = workspace / "m.py"
+    f.write_text("ab\nb\n")
+    assert obs("Edit", {"file_path": "m.py", "old_string": "ab", "new_string": "b"}, workspace) == (
+        "Edited m.py (1 replacement).")
+    assert f.read_text() == "b\nb\n"
+    assert obs("Edit", {"file_path": "m.py", "new_string": "x"}, workspace) == "ValueError: old_string must be non-empty"
+    assert obs("Edit", {"file_path": "m.py", "old_string": "b"}, workspace) == "ValueError: new_string is required"
+    assert obs("Edit", {"file_path": "m.py", "old_string": 5, "new_string": 6}, workspace) == (
+        "ValueError: old_string was not found")
+
+
 def test_edit_keeps_undecodable_bytes(workspace):
     f = workspace / "latin.txt"
     f.write_bytes(b"caf\xe9 = 1\nname = 'x'\n")
@@ -187,6 +221,17 @@ def test_bash_timeout_kills_and_reports(workspace):
     assert res["timed_out"] is True
     assert res["observation"] == "Timed out after 1.3s\nSTDOUT:\nstarted\n\nSTDERR:\n"
     assert res["command_s"] < 4
+
+
+def test_bash_timeout_kills_children_that_left_the_session_and_the_environment(workspace):
+    marker = workspace / "escaped"
+    cmd = f"( env -i setsid /bin/bash -c 'sleep 1.5; touch {marker}' >/dev/null 2>&1 </dev/null & ); sleep 30"
+    res = run("Bash", {"command": cmd, "timeout": 0.5}, workspace)
+    assert res["timed_out"] is True and res["exit_code"] == 124
+    import time
+
+    time.sleep(2.0)
+    assert not marker.exists()
 
 
 def test_bash_output_truncated_at_30000_chars(workspace):
