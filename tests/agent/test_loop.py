@@ -115,10 +115,32 @@ async def test_cancel_during_a_tool_call(sandbox, policy, llm_for):
 
 
 @pytest.mark.parametrize(
+    "prompt, completion, max_ctx, cap, expected",
+    [
+        (1900, 100, 2000, 100, "max_context_len"),  # at the context limit, even at the cap
+        (1899, 100, 2000, 100, "max_tokens_per_turn"),  # below the limit, at the cap
+        (1000, 150, 2000, 100, "max_tokens_per_turn"),  # above the cap
+        (1000, 99, 2000, 100, "max_context_len"),  # below both: the server's context
+        (5000, 100, 0, 100, "max_tokens_per_turn"),  # no context limit known
+        (5000, 100, 0, None, "max_context_len"),
+        (None, 100, 2000, 100, "max_tokens_per_turn"),  # no usage: only the cap can say
+        (1000, None, 2000, None, "max_context_len"),
+    ],
+)
+def test_length_exit_reason(prompt, completion, max_ctx, cap, expected):
+    from farm.agent.llm import Usage
+    from farm.agent.loop import length_exit_reason
+
+    assert length_exit_reason(Usage(prompt_tokens=prompt, completion_tokens=completion), max_ctx, cap) == expected
+
+
+
+@pytest.mark.parametrize(
     "usage, cap, expected",
     [
         ({"prompt_tokens": 1000, "completion_tokens": 100}, 100, "max_tokens_per_turn"),
         ({"prompt_tokens": 1950, "completion_tokens": 100}, 100, "max_context_len"),  # >= context
+        ({"prompt_tokens": 1900, "completion_tokens": 100}, 100, "max_context_len"),  # exactly the context
         ({"prompt_tokens": 1000, "completion_tokens": 50}, 100, "max_context_len"),  # below the cap
         ({"prompt_tokens": None, "completion_tokens": None, "total_tokens": None}, 100, "max_tokens_per_turn"),
         ({"prompt_tokens": None, "completion_tokens": None, "total_tokens": None}, None, "max_context_len"),
@@ -166,6 +188,22 @@ async def test_context_is_usage_plus_new_tool_messages(sandbox, policy, llm_for)
     expected = 1000 + -(-len(json.dumps([tool_msg], separators=(",", ":")).encode()) // 4)
     assert traj.context_tokens == expected and expected >= 1500
     assert traj.exit_reason == "max_context_len" and traj.counters.steps == 1
+
+
+async def test_context_limit_is_reached_at_equality(sandbox, policy, llm_for):
+    turns = [{"tool_calls": [bash("echo hi")], "usage": {"prompt_tokens": 900, "completion_tokens": 100}},
+             {"content": "done"}]
+    # learn the context after the first tool turn, then put the limit exactly there and one above
+    probe = await go(sandbox, llm_for(policy(turns)), agent_cfg(max_context_tokens=10**6, tokenizer="bytes"))
+    assert probe.exit_reason == "agent"
+    reached = probe.steps[0].context_tokens
+    assert reached > 1000
+    at = await go(sandbox, llm_for(policy(turns)), agent_cfg(max_context_tokens=reached, tokenizer="bytes"))
+    assert (at.exit_reason, at.counters.steps, at.context_tokens) == ("max_context_len", 1, reached)
+    above = await go(sandbox, llm_for(policy(turns)), agent_cfg(max_context_tokens=reached + 1, tokenizer="bytes"))
+    assert (above.exit_reason, above.counters.steps) == ("agent", 2)
+    unlimited = await go(sandbox, llm_for(policy(turns)), agent_cfg(max_context_tokens=0, tokenizer="bytes"))
+    assert unlimited.exit_reason == "agent"
 
 
 async def test_context_rejection_by_the_server_is_graded(sandbox, policy, llm_for):
