@@ -2,6 +2,6 @@
 
 from farm.agent.llm import LLMClient
 from farm.agent.loop import run_agent
-from farm.agent.trajectory import EXIT_REASONS, Counters, StepRecord, ToolCallRecord, Trajectory
+from farm.agent.trajectory import Counters, StepRecord, ToolCallRecord, Trajectory
 
-__all__ = ["EXIT_REASONS", "Counters", "LLMClient", "StepRecord", "ToolCallRecord", "Trajectory", "run_agent"]
+__all__ = ["Counters", "LLMClient", "StepRecord", "ToolCallRecord", "Trajectory", "run_agent"]

@@ -17,12 +17,13 @@ import httpx
 import openai
 
 from farm.config import ModelConfig
+from farm.errors import FarmError
 
 LENGTH_REASONS = frozenset({"length", "max_tokens", "max_new_tokens"})
 REASONING_FIELDS = ("reasoning_content", "reasoning")  # SGLang / older vLLM, newer vLLM
 
 
-class LLMError(Exception):
+class LLMError(FarmError):
     """A model call that ends the trajectory; ``exit_reason`` says how."""
 
     exit_reason = "llm_query_error"

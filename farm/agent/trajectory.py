@@ -13,12 +13,6 @@ from typing import Any
 
 from farm.store.schema import StepRow
 
-# Leaf's closed set of agent exit reasons, plus model_error (see docs/agent.md).
-EXIT_REASONS = (
-    "agent", "max_turns", "max_time", "max_context_len", "max_tokens_per_turn",
-    "llm_query_error", "tool_error", "cancelled", "model_error",
-)
-
 
 @dataclass
 class ToolCallRecord:

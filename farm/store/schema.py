@@ -11,31 +11,12 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 
 # Closed taxonomy: every trial ends in exactly one of these (DESIGN.md "Error taxonomy").
 STATUSES = ("resolved", "unresolved", "model_error", "infra_error")
-Status = Literal["resolved", "unresolved", "model_error", "infra_error"]
-
-# Exit reasons of the agent loop (Leaf's set) plus farm's runner-level reasons.
-EXIT_REASONS = (
-    "agent",
-    "max_turns",
-    "max_time",
-    "max_context_len",
-    "max_tokens_per_turn",
-    "llm_query_error",
-    "tool_error",
-    "model_error",
-    "cancelled",
-    "infrastructure_error",
-)
-# Exit reasons that are graded (the vendor grades the final workspace at these limits).
-GRADED_EXIT_REASONS = frozenset(
-    {"agent", "max_turns", "max_time", "max_context_len", "max_tokens_per_turn"}
-)
 
 
 @dataclass

@@ -29,3 +29,13 @@ def _call(name: str, arguments: str) -> dict:
 def test_args_ok_marks_unusable_arguments(name, arguments, args, ok):
     call = ToolCall.from_openai(_call(name, arguments))
     assert (call.args, call.args_ok) == (args, ok)
+
+
+def test_llm_errors_are_farm_errors():
+    from farm.agent.llm import ContextLengthExceeded, LLMError, LLMQueryError, MalformedResponse
+    from farm.errors import FarmError
+
+    for cls in (LLMError, ContextLengthExceeded, LLMQueryError, MalformedResponse):
+        assert issubclass(cls, FarmError)
+    assert (ContextLengthExceeded.exit_reason, LLMQueryError.exit_reason, MalformedResponse.exit_reason) == (
+        "max_context_len", "llm_query_error", "model_error")

@@ -7,18 +7,8 @@ from typing import Any
 import pyarrow as pa
 
 from farm.report.data import RunData
+from farm.store import PLAN_SCHEMA
 from farm.store.schema import STEPS_SCHEMA, TRIALS_SCHEMA, StepRow, TrialResult, to_table
-
-PLAN_SCHEMA = pa.schema(
-    [
-        ("trial_key", pa.string()),
-        ("benchmark", pa.string()),
-        ("task_id", pa.string()),
-        ("seed", pa.int64()),
-        ("arm", pa.string()),
-        ("model", pa.string()),
-    ]
-)
 
 
 def key(run_id: str, bench: str, task: str, seed: int, arm: str) -> str:
