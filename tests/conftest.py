@@ -1,5 +1,11 @@
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -22,13 +28,6 @@ def harbor_dir() -> Path:
 
 
 # -- a real S3 server on loopback ------------------------------------------------------------
-import os
-import socket
-import subprocess
-import sys
-import time
-import uuid
-
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -66,7 +66,8 @@ def test_user_files_extend_the_registry(tmp_path):
         ("models:\n  m:\n    claims:\n      b: {value: 1, metric: avg@3, source: s, vlaue: 2}\n",
          "models.m.claims.b.vlaue", "unknown field"),
         ("models:\n  m:\n    claim: {}\n", "models.m.claim", "unknown field"),
-        ("models:\n  m:\n    ladder:\n      rl: {benchmark: b, metric: avg@3, source: s, points: [{label: x, value: true}]}\n",
+        ("models:\n  m:\n    ladder:\n      rl: {benchmark: b, metric: avg@3, source: s, "
+         "points: [{label: x, value: true}]}\n",
          "models.m.ladder.rl.points[0].value", "True"),
         ("benchmarks:\n  b: {tasks: -3}\n", "benchmarks.b.tasks", "-3"),
         ("models: [1, 2]\n", "models", "expected a mapping"),

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from serve_helpers import START_TIMEOUT_S, TinyServer, free_port, require_serve_stack, serve_env, stop_process
 
 # A test body's own budget; the session server's start (the first test that asks for it pays

@@ -86,7 +86,8 @@ def test_ray_cluster_specs(name, spec):
             assert g["minReplicas"] <= g["replicas"] <= g["maxReplicas"]
         # KubeRay passes rayStartParams to `ray start` as strings
         assert all(isinstance(v, str) for v in g["rayStartParams"].values()), g["rayStartParams"]
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-{gname}", **g["template"].get("metadata", {})},
+        meta = {"name": f"{name}-{gname}", **g["template"].get("metadata", {})}
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
                "spec": g["template"]["spec"]}
         kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
         for c in g["template"]["spec"]["containers"]:

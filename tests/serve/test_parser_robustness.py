@@ -43,8 +43,10 @@ CASES: list[tuple[str, str, list[tuple[str, dict[str, Any]]], str | None, tuple[
     ("single", T + call("Bash", ("command", "echo one"), ("timeout", "30")),
      [("Bash", {"command": "echo one", "timeout": 30})], "\nI should look around.\n",
      ("agent", 1, ["one"], 0)),
-    ("parallel", T + call("Bash", ("command", "echo a")) + "\n" + call("Write", ("file_path", "/app/w.txt"), ("content", "hi")),
-     [("Bash", {"command": "echo a"}), ("Write", {"file_path": "/app/w.txt", "content": "hi"})], "\nI should look around.\n",
+    ("parallel",
+     T + call("Bash", ("command", "echo a")) + "\n" + call("Write", ("file_path", "/app/w.txt"), ("content", "hi")),
+     [("Bash", {"command": "echo a"}), ("Write", {"file_path": "/app/w.txt", "content": "hi"})],
+     "\nI should look around.\n",
      ("agent", 2, ["a", "w.txt"], 0)),
     # A <tool_call> inside the thinking block ends the reasoning implicitly.
     ("call_inside_think", "<think>\nlet me check\n" + call("Bash", ("command", "echo in-think")),
@@ -57,7 +59,8 @@ CASES: list[tuple[str, str, list[tuple[str, dict[str, Any]]], str | None, tuple[
     # A parameter never closed before </function> is dropped by vllm 0.32's qwen3 grammar: the
     # call arrives with {} and the tool answers with an error observation; the missing required
     # parameter counts as a parse failure.
-    ("unterminated_parameter", T + "<tool_call>\n<function=Bash>\n<parameter=command>\necho lost\n</function>\n</tool_call>",
+    ("unterminated_parameter",
+     T + "<tool_call>\n<function=Bash>\n<parameter=command>\necho lost\n</function>\n</tool_call>",
      [("Bash", {})], "\nI should look around.\n",
      ("agent", 1, ["command is required"], 1)),
     # Output cut off mid-call (e.g. max_tokens): same as above.
@@ -130,7 +133,8 @@ async def test_vllm_parser_then_agent_loop(case, parser_factory, tmp_path: Path)
     sandbox = LocalSandbox(task, root_dir=tmp_path / "sbx")
     await sandbox.start()
     try:
-        llm = LLMClient(ModelConfig(name="policy", base_url=server.base_url, max_retries=0), session_id="s", task_id=name)
+        model = ModelConfig(name="policy", base_url=server.base_url, max_retries=0)
+        llm = LLMClient(model, session_id="s", task_id=name)
         traj = await run_agent(task, sandbox, llm, AgentConfig(tokenizer="bytes", max_steps=4), session_id="s")
     finally:
         await sandbox.close()

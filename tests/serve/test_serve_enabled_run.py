@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from serve_helpers import free_port, serve_env
 from test_tiny_cpu_integration import marker_bias
 

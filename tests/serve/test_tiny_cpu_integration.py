@@ -23,7 +23,6 @@ import httpx
 import pytest
 import yaml
 from openai import OpenAI
-
 from serve_helpers import serve_env
 
 pytestmark = pytest.mark.integration

@@ -56,7 +56,8 @@ def test_chat_template_renders_tools_calls_and_results(tiny, transformers):
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": "list"},
         {"role": "assistant", "content": "", "reasoning_content": "look first",
-         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "Bash", "arguments": {"command": "ls"}}}]},
+         "tool_calls": [{"id": "c1", "type": "function",
+                         "function": {"name": "Bash", "arguments": {"command": "ls"}}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
         {"role": "tool", "tool_call_id": "c2", "content": "b.py"},
     ]

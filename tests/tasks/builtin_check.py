@@ -303,12 +303,16 @@ def main() -> int:
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         rows = list(pool.map(lambda t: check_task(t, args.keep), tasks))
 
-    fmt = lambda v: "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
+    def fmt(v: object) -> str:
+        return "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
+
+    def reward(v: float | None) -> str:
+        return "-" if v is None else f"{v:g}"
+
     header = f"{'task':34} {'category':9} {'nop':>4} {'oracle':>6} {'oracle_s':>8} {'verify_s':>8}  result"
     print(header)
     print("-" * len(header))
     for r in rows:
-        reward = lambda v: "-" if v is None else f"{v:g}"
         print(f"{r['task']:34} {r['category']:9} {reward(r['nop']):>4} {reward(r['oracle']):>6} "
               f"{fmt(r['oracle_s']):>8} {fmt(r['verify_s']):>8}  {'ok' if r['ok'] else 'FAIL'}")
     failed = [r for r in rows if not r["ok"]]

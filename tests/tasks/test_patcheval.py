@@ -12,10 +12,9 @@ import pytest
 
 from farm.errors import TaskFormatError
 from farm.grade import patcheval as grade
-from farm.tasks.model import BuildStep, Environment
+from farm.tasks.model import BuildStep
 from farm.tasks.patcheval import load_patcheval_file, repo_name
 from farm.tasks.sources import load_benchmark
-
 from tests.shared import BUNDLED
 
 GRADING = BUNDLED / "grading"  # real PatchEval rows and grader logs, bundled (tests/fixtures/README.md)

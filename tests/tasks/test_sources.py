@@ -15,7 +15,6 @@ from farm.errors import ConfigError
 from farm.tasks import sources
 from farm.tasks.image_lock import load_image_lock, resolve_image_registry
 from farm.tasks.sources import SOURCES, get_source, load_benchmark, materialize, task_rows
-
 from tests.shared import shared_path, shared_root
 
 HARBOR = shared_root() / "fixtures" / "harbor"  # third-party task directories: only in ../shared
@@ -43,7 +42,8 @@ def test_harbor_fixtures_load_with_the_vendor_defaults() -> None:
     lock = load_image_lock("sweb-v-20260904")
     for t in sv:
         # the digest lock applies: the image is pinned to what the vendor measured
-        assert t.environment.image == f"swebench/sweb.eval.x86_64.django_1776_{t.task_id.split('__')[1]}@{lock.digests[t.task_id]}"
+        name = t.task_id.split("__")[1]
+        assert t.environment.image == f"swebench/sweb.eval.x86_64.django_1776_{name}@{lock.digests[t.task_id]}"
         assert t.verifier.success_marker == "SWEBench results ends here"
         assert (t.agent_network, t.verifier_network) == ("public", "public")
         assert t.source.revision == "86723674f04e4209ac479d0fb75d9d9f44b4377e"
@@ -69,7 +69,8 @@ def test_registry_override_and_selection() -> None:
     tasks = load_benchmark("swebench_verified", root=HARBOR / "swebench-verified",
                            image_registry="mirror.example:5000/hub", task_ids=["django__django-14404"])
     (t,) = tasks
-    assert t.environment.image.startswith("mirror.example:5000/hub/swebench/sweb.eval.x86_64.django_1776_django-14404@sha256:")
+    assert t.environment.image.startswith(
+        "mirror.example:5000/hub/swebench/sweb.eval.x86_64.django_1776_django-14404@sha256:")
     with pytest.raises(ConfigError, match="unknown task id.*nope"):
         load_benchmark("swebench_verified", root=HARBOR / "swebench-verified", task_ids=["nope"])
     rows = task_rows(tasks)
