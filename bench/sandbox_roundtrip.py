@@ -5,13 +5,14 @@
 Prints one table (p50/p95 in milliseconds). Runs real bubblewrap sandboxes with the default
 limits; nothing else on the machine should be busy while it runs.
 
-Start reliability per network mode (counts failed starts instead of stopping at the first):
+Start reliability and latency per network mode (failed starts are counted, not fatal; the
+modes take turns, so that a change in the machine's load hits them alike):
 
-    .venv/bin/python bench/sandbox_roundtrip.py --starts-only --starts 200 \
-        --network public [--public-network isolated|host] [--concurrency 4]
+    .venv/bin/python bench/sandbox_roundtrip.py --starts-only --starts 200 [--concurrency 4] \\
+        [--network no-network public-host public-isolated]
 
-"isolated" is a private network namespace with slirp4netns, "host" the host's network,
-``--network no-network`` a private namespace without any interface but loopback.
+public-isolated (what a public task gets by default) is a private network namespace with
+slirp4netns; public-host shares the host's network; no-network has only loopback.
 """
 
 from __future__ import annotations
@@ -56,35 +57,45 @@ async def _timed(n: int, fn) -> list[float]:
     return out
 
 
-async def starts_only(n: int, network: str, public_network: str, concurrency: int) -> None:
-    """Start and close n sandboxes, ``concurrency`` at a time; a failed start is counted."""
-    gate = asyncio.Semaphore(concurrency)
-    start_ms: list[float] = []
-    failures: list[str] = []
+MODES = {  # name -> (task network, sandbox.local.public_network)
+    "no-network": ("no-network", "isolated"),
+    "public-host": ("public", "host"),
+    "public-isolated": ("public", "isolated"),
+}
 
-    async def one() -> None:
+
+async def starts_only(n: int, modes: list[str], concurrency: int) -> None:
+    """Start and close n sandboxes per mode, ``concurrency`` at a time; a failed start is counted."""
+    gate = asyncio.Semaphore(concurrency)
+    start_ms: dict[str, list[float]] = {m: [] for m in modes}
+    failures: dict[str, list[str]] = {m: [] for m in modes}
+
+    async def one(mode: str) -> None:
+        network, public_network = MODES[mode]
         async with gate:
             sb = LocalSandbox(_task(network), public_network=public_network)
             t0 = time.perf_counter()
             try:
                 await sb.start()
-                start_ms.append((time.perf_counter() - t0) * 1000)
+                start_ms[mode].append((time.perf_counter() - t0) * 1000)
             except Exception as e:  # the count is the result; the first few are shown below
-                failures.append(str(e))
+                failures[mode].append(str(e))
             finally:
                 await sb.close()
 
+    load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
-    await asyncio.gather(*(one() for _ in range(n)))
+    await asyncio.gather(*(one(m) for _ in range(n) for m in modes))
     wall = time.perf_counter() - t0
-    mode = network if network != "public" else f"public ({public_network})"
-    print(f"farm local sandbox starts — {platform.node()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, "
-          f"network {mode}, concurrency {concurrency}")
-    print(f"starts {n}  failed {len(failures)}  wall {wall:.1f} s")
-    if start_ms:
-        print(f"start ms  p50 {_pct(start_ms, 0.5):.1f}  p95 {_pct(start_ms, 0.95):.1f}  max {max(start_ms):.1f}")
-    for msg in failures[:3]:
-        print("  failure:", msg[-300:])
+    print(f"farm local sandbox starts — {platform.node()}, {os.cpu_count()} CPUs, "
+          f"load {load0:.2f} -> {os.getloadavg()[0]:.2f}, concurrency {concurrency}, wall {wall:.1f} s")
+    print(f"{'network':<16} {'starts':>6} {'failed':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
+    for m in modes:
+        xs = start_ms[m] or [float("nan")]
+        print(f"{m:<16} {n:>6} {len(failures[m]):>6} {_pct(xs, 0.5):>8.1f} {_pct(xs, 0.95):>8.1f} {max(xs):>8.1f}")
+    for m in modes:
+        for msg in failures[m][:2]:
+            print(f"  {m} failure:", msg[-300:])
 
 
 async def main(starts: int, execs: int, io: int) -> None:
@@ -126,11 +137,11 @@ if __name__ == "__main__":
     ap.add_argument("--execs", type=int, default=200)
     ap.add_argument("--io", type=int, default=50)
     ap.add_argument("--starts-only", action="store_true", help="only start/close sandboxes, counting failures")
-    ap.add_argument("--network", choices=("no-network", "public"), default="no-network")
-    ap.add_argument("--public-network", choices=("isolated", "host"), default="isolated")
+    ap.add_argument("--network", nargs="+", choices=list(MODES), default=["public-isolated"],
+                    help="with --starts-only: the network modes to compare")
     ap.add_argument("--concurrency", type=int, default=1)
     a = ap.parse_args()
     if a.starts_only:
-        asyncio.run(starts_only(a.starts, a.network, a.public_network, a.concurrency))
+        asyncio.run(starts_only(a.starts, a.network, a.concurrency))
     else:
         asyncio.run(main(a.starts, a.execs, a.io))

@@ -11,15 +11,15 @@ as it has cloned the child, and the child's first act in its new network namespa
 same loopback up too, and the kernel then adds 127.0.0.1 by itself; started on the pid
 alone, slirp4netns sometimes gets there first, bwrap's own add fails and bwrap dies with
 ``loopback: Failed RTM_NEWADDR: No child processes`` (the errno in that message is stale).
-That hit 1 start in 200 one at a time and 3 in 200 four at a time on a 2-core VM at load 3,
-and 23 in 40 in the probe that found it. bwrap has no option that signals "namespace setup done"
-(``--block-fd`` parks the child after loopback setup without saying when it got there;
-``--userns-block-fd`` needs a user namespace the sandbox does not otherwise want), so the
-caller starts slirp4netns only after the sandbox agent has answered its first request: the
-agent is the program bwrap exec'd, so all of bwrap's namespace setup is over by then.
-Nothing in a sandbox's start needs the network before that point (Dockerfile RUN steps are
-replayed through the agent, after it answered). The cost is slirp4netns's own start,
-now in series with the agent's rather than beside it.
+That failed up to 3.5 % of starts one at a time and 5-10 % four at a time on a 2-core VM at
+load 3-10 (docs/performance.md), and 23 in 40 in the probe that found it. bwrap has no
+option that signals "namespace setup done" (``--block-fd`` parks the child after loopback
+setup without saying when it got there; ``--userns-block-fd`` needs a user namespace the
+sandbox does not otherwise want), so the caller starts slirp4netns only after the sandbox
+agent has answered its first request: the agent is the program bwrap exec'd, so all of
+bwrap's namespace setup is over by then. Nothing in a sandbox's start needs the network
+before that point (Dockerfile RUN steps are replayed through the agent, after it answered).
+The cost is slirp4netns's own start, now in series with the agent's rather than beside it.
 """
 
 from __future__ import annotations

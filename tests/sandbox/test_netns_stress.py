@@ -129,9 +129,9 @@ def test_a_killed_driver_leaves_no_slirp4netns_behind(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 async def test_200_public_starts_in_a_row_all_succeed(tmp_path: Path) -> None:
-    """200 public-network (slirp4netns) starts, none fails: the race showed up as 1 failure in
-    200 sequential starts and 3 in 200 four at a time on an idle 2-core machine. Four at a
-    time, as a worker's concurrent-start gate allows, keeps it to ~10 s here."""
+    """200 public-network (slirp4netns) starts, none fails. Four at a time, as a worker's
+    concurrent-start gate allows: that hit the race more often than one at a time (5-10 %
+    of starts against up to 3.5 %, docs/performance.md) and takes 10-12 s on 2 cores."""
     gate = asyncio.Semaphore(4)
     failures: list[str] = []
 
