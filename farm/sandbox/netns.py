@@ -58,7 +58,8 @@ class SlirpNetwork:
         if found is None:
             raise SandboxStartError(
                 f"{label}: network 'public' with sandbox.local.public_network=isolated needs "
-                "slirp4netns (apt-get install slirp4netns), or set sandbox.local.public_network=host"
+                "slirp4netns (apt-get install slirp4netns), or set sandbox.local.public_network=host",
+                reason="network",
             )
         self.binary = found
         self.label = label
@@ -92,7 +93,9 @@ class SlirpNetwork:
         try:
             pid = await asyncio.wait_for(asyncio.to_thread(self._read_child_pid), READY_TIMEOUT_S)
         except (TimeoutError, ValueError, KeyError) as e:
-            raise SandboxStartError(f"{self.label}: bwrap did not report its child pid: {e!r}") from None
+            raise SandboxStartError(
+                f"{self.label}: bwrap did not report its child pid: {e!r}", reason="network"
+            ) from None
         finally:
             self._close_info()
         ready_r, ready_w = os.pipe()
@@ -110,7 +113,9 @@ class SlirpNetwork:
             ready_w = -1
             got = await asyncio.wait_for(asyncio.to_thread(os.read, ready_r, 1), READY_TIMEOUT_S)
         except (TimeoutError, OSError) as e:
-            raise SandboxStartError(f"{self.label}: slirp4netns did not configure the network: {e!r}") from None
+            raise SandboxStartError(
+                f"{self.label}: slirp4netns did not configure the network: {e!r}", reason="network"
+            ) from None
         finally:
             if ready_w >= 0:
                 os.close(ready_w)
@@ -118,7 +123,7 @@ class SlirpNetwork:
             os.close(exit_r)
         if got != b"1":
             tail = self.log_path.read_text(errors="replace")[-500:]
-            raise SandboxStartError(f"{self.label}: slirp4netns failed: {tail}")
+            raise SandboxStartError(f"{self.label}: slirp4netns failed: {tail}", reason="network")
 
     def describe(self) -> str:
         return "public (slirp4netns, host loopback unreachable)"

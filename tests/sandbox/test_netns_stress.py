@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from farm.sandbox.base import SandboxStartError
 from farm.sandbox.local import LocalSandbox
 
 from .conformance import make_task
@@ -80,8 +81,21 @@ async def test_slirp4netns_joins_only_after_bwrap_finished_setup(
     assert all(line.endswith(" set-up") for line in launches), launches
 
 
+async def test_without_slirp4netns_the_start_error_names_the_way_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    sb = LocalSandbox(make_task(network="public"), root_dir=tmp_path / "sandboxes")
+    with pytest.raises(SandboxStartError) as err:
+        await sb.start()
+    assert err.value.reason == "network"
+    assert "slirp4netns" in str(err.value) and "sandbox.local.public_network=host" in str(err.value)
+    assert list((tmp_path / "sandboxes").iterdir()) == []  # the failed start cleaned up
+
+
 DRIVER = """
 import asyncio, sys, time
+from farm.sandbox.base import SandboxStartError
 from farm.sandbox.local import LocalSandbox
 from tests.sandbox.conformance import make_task
 
