@@ -38,9 +38,11 @@ async def _grade(tmp_path: Path, task: Task, before: str | None = None) -> Grade
     try:
         if before:
             assert (await sb.exec(before, cwd="/")).exit_code == 0
-        return await run_harbor_verifier(task, sb)
+        res = await run_harbor_verifier(task, sb)
     finally:
         await sb.close()
+    assert 0 < res.duration_s < 120
+    return res
 
 
 async def test_reward_one_is_resolved_and_the_verifier_runs_in_the_workdir(tmp_path: Path) -> None:
@@ -74,7 +76,7 @@ async def test_missing_success_marker_is_an_incomplete_verifier_even_with_reward
     sh = "echo tests ran; echo 1 > /logs/verifier/reward.txt\n"
     res = await _grade(tmp_path, _task(tmp_path, sh, marker=MARKER))
     assert res.resolved is False and res.reward is None and not res.valid
-    assert res.error_class == "verifier_incomplete" and repr(MARKER) in (res.error or "")
+    assert res.error == f"verifier output lacks the success marker {MARKER!r}"
     assert res.output == "tests ran\n"
 
 
@@ -87,13 +89,14 @@ async def test_success_marker_present_grades_normally(tmp_path: Path) -> None:
 async def test_no_reward_file_is_an_error_not_zero(tmp_path: Path) -> None:
     res = await _grade(tmp_path, _task(tmp_path, "echo no reward\n"))
     assert (res.reward, res.resolved, res.error_class) == (None, False, "verifier_no_reward")
-    assert "neither" in (res.error or "") and res.output == "no reward\n"
+    assert res.error == "the verifier wrote neither /logs/verifier/reward.json nor reward.txt"
+    assert res.output == "no reward\n"
 
 
 async def test_verifier_timeout(tmp_path: Path) -> None:
     res = await _grade(tmp_path, _task(tmp_path, "echo 1 > /logs/verifier/reward.txt; sleep 20\n", timeout_s=0.5))
     assert (res.reward, res.resolved, res.error_class) == (None, False, "verifier_timeout")
-    assert "0.5s" in (res.error or "")
+    assert res.error == "tests/test.sh did not finish within 0.5s" and res.output == ""
 
 
 async def test_stale_tests_and_logs_are_wiped_before_the_run(tmp_path: Path) -> None:
@@ -102,6 +105,12 @@ async def test_stale_tests_and_logs_are_wiped_before_the_run(tmp_path: Path) -> 
     res = await _grade(tmp_path, _task(tmp_path, "ls /tests\n"), before=before)
     assert res.error_class == "verifier_no_reward"
     assert res.output == "helper.txt\ntest.sh\n"
+
+
+async def test_stderr_is_merged_in_order(tmp_path: Path) -> None:
+    sh = "echo a; echo b >&2; echo c; echo 1 > /logs/verifier/reward.txt\n"
+    res = await _grade(tmp_path, _task(tmp_path, sh))
+    assert res.output == "a\nb\nc\n"
 
 
 async def test_verifier_env_reaches_the_script(tmp_path: Path) -> None:
@@ -124,6 +133,7 @@ async def test_a_task_without_tests_is_a_missing_verifier(tmp_path: Path) -> Non
     task = _task(tmp_path, None)
     res = await run_harbor_verifier(task, None)  # type: ignore[arg-type]  # never touches the sandbox
     assert (res.reward, res.resolved, res.error_class) == (None, False, "verifier_missing")
+    assert (res.error, res.output, res.duration_s) == ("task has no tests/ directory", "", 0.0)
 
 
 async def test_failed_preparation_is_a_setup_error(tmp_path: Path) -> None:
@@ -131,7 +141,8 @@ async def test_failed_preparation_is_a_setup_error(tmp_path: Path) -> None:
     task = _task(tmp_path, "echo 1 > /logs/verifier/reward.txt\n")
     res = await _grade(tmp_path, task, before="mkdir -p /logs && rm -rf /logs/verifier && echo x > /logs/verifier")
     assert (res.reward, res.resolved, res.error_class) == (None, False, "verifier_setup")
-    assert "preparing /tests failed" in (res.error or "")
+    assert res.error.startswith("preparing /tests failed: ") and "/logs/verifier" in res.error
+    assert res.error.endswith(res.output[-500:]) and "/logs/verifier" in res.output
 
 
 def test_grade_result_validity() -> None:

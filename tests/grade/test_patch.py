@@ -1,0 +1,131 @@
+"""Capturing the agent's work as a git patch and applying it in a fresh sandbox (farm/grade/patch.py)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from farm.grade import patch as gp
+from farm.sandbox.local import LocalSandbox
+from farm.tasks.model import Environment, Task, VerifierSpec
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,
+                                reason="needs bubblewrap and git")
+
+INIT = ("cd /app && git init -q . && printf 'one\\ntwo\\n' > a.txt && printf '\\x00\\x01bin' > b.bin && "
+        "git add -A && git -c user.email=a@b -c user.name=a commit -qm init")
+WORK = "cd /app && printf 'one\\nTWO\\n' > a.txt && echo new > 'new file.txt' && printf '\\x00\\x02bin' > b.bin"
+
+
+def _task() -> Task:
+    return Task(benchmark="grade", task_id="p", instruction="", environment=Environment(workdir="/app"),
+                verifier=VerifierSpec(), agent_network="no-network", verifier_network="no-network")
+
+
+async def _sandbox(tmp_path: Path, name: str, setup: str | None = INIT) -> LocalSandbox:
+    sb = LocalSandbox(_task(), root_dir=tmp_path / name)
+    await sb.start()
+    if setup:
+        r = await sb.exec(setup, cwd="/")
+        assert r.exit_code == 0, r.output
+    return sb
+
+
+async def test_capture_takes_tracked_untracked_and_binary_changes_and_resets_the_index(tmp_path: Path) -> None:
+    sb = await _sandbox(tmp_path, "a")
+    try:
+        assert (await sb.exec(WORK, cwd="/")).exit_code == 0
+        patch = await gp.capture_patch(sb, "/app")
+        assert "-two\n+TWO\n" in patch
+        assert "diff --git a/new file.txt b/new file.txt" in patch and "+new\n" in patch
+        assert "GIT binary patch" in patch
+        # the index is back at HEAD: the verifier sees the workspace exactly as the agent left it
+        status = (await sb.exec("git status --porcelain", cwd="/app")).stdout
+        assert status.splitlines() == [" M a.txt", " M b.bin", '?? "new file.txt"'] or status.splitlines() == [
+            " M a.txt", " M b.bin", "?? new file.txt"]
+    finally:
+        await sb.close()
+    fresh = await _sandbox(tmp_path, "b")
+    try:
+        ok, out = await gp.apply_patch(fresh, "/app", patch)
+        assert ok, out
+        assert (await fresh.read_file("/app/a.txt")) == b"one\nTWO\n"
+        assert (await fresh.read_file("/app/new file.txt")) == b"new\n"
+        assert (await fresh.read_file("/app/b.bin")) == b"\x00\x02bin"
+        assert (await fresh.exec(f"test -e {gp.PATCH_PATH}", cwd="/")).exit_code == 0
+    finally:
+        await fresh.close()
+
+
+async def test_no_changes_is_an_empty_patch_and_applies_as_such(tmp_path: Path) -> None:
+    sb = await _sandbox(tmp_path, "a")
+    try:
+        assert await gp.capture_patch(sb, "/app") == ""
+        assert await gp.apply_patch(sb, "/app", "") == (True, "empty patch")
+        assert await gp.apply_patch(sb, "/app", "  \n") == (True, "empty patch")
+        assert (await sb.exec(f"test -e {gp.PATCH_PATH}", cwd="/")).exit_code == 1  # nothing written
+    finally:
+        await sb.close()
+
+
+async def test_a_patch_that_does_not_apply_reports_gits_output(tmp_path: Path) -> None:
+    sb = await _sandbox(tmp_path, "a")
+    bad = "diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n-zzz\n+yyy\n two\n"
+    try:
+        ok, out = await gp.apply_patch(sb, "/app", bad)
+        assert ok is False and "patch failed" in out  # stderr is merged into the output
+        assert (await sb.read_file("/app/a.txt")) == b"one\ntwo\n"
+    finally:
+        await sb.close()
+
+
+async def test_the_workdir_argument_is_used_not_the_sandbox_cwd(tmp_path: Path) -> None:
+    sb = await _sandbox(tmp_path, "a", setup=INIT.replace("cd /app", "mkdir -p /app/sub && cd /app/sub"))
+    try:
+        assert await gp.is_git_worktree(sb, "/app/sub") is True
+        assert await gp.is_git_worktree(sb, "/app") is False
+        await sb.exec("echo more >> /app/sub/a.txt", cwd="/")
+        assert "+more" in await gp.capture_patch(sb, "/app/sub")
+    finally:
+        await sb.close()
+
+
+async def test_a_workdir_that_is_not_a_git_tree(tmp_path: Path) -> None:
+    sb = await _sandbox(tmp_path, "a", setup=None)
+    try:
+        assert await gp.is_git_worktree(sb, "/app") is False
+        with pytest.raises(gp.PatchError, match="/app is not a git work tree"):
+            await gp.capture_patch(sb, "/app")
+        assert await gp.capture_patch(sb, "/app", require_git=False) == ""
+        assert await gp.is_git_worktree(sb, "/app/.git") is False  # inside .git: not a work tree
+    finally:
+        await sb.close()
+
+
+async def test_a_failing_git_diff_is_a_patch_error(tmp_path: Path) -> None:
+    sb = await _sandbox(tmp_path, "a")
+    try:
+        await sb.exec("echo garbage > /app/.git/index && echo x >> /app/a.txt", cwd="/")
+        with pytest.raises(gp.PatchError, match=r"git diff failed \(exit [1-9]"):
+            await gp.capture_patch(sb, "/app")
+    finally:
+        await sb.close()
+
+
+async def test_a_patch_over_the_cap_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gp, "PATCH_CAP", 300)
+    sb = await _sandbox(tmp_path, "a")
+    try:
+        await sb.exec("head -c 5000 /dev/zero | tr '\\0' x > /app/big.txt", cwd="/")
+        with pytest.raises(gp.PatchError, match="patch larger than 300 bytes"):
+            await gp.capture_patch(sb, "/app")
+    finally:
+        await sb.close()
+
+
+def test_patch_error_is_a_farm_error() -> None:
+    from farm.errors import FarmError
+
+    assert issubclass(gp.PatchError, FarmError) and issubclass(gp.PatchError, RuntimeError)
