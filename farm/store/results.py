@@ -139,11 +139,9 @@ class ResultStore:
         try:
             with self.fs.open_input_stream(path) as f:
                 return f.read()
-        except FileNotFoundError:
+        except FileNotFoundError:  # pyarrow raises it for a missing local file and S3 key alike
             return None
         except OSError as exc:
-            if "not found" in str(exc).lower() or "NoSuchKey" in str(exc):
-                return None
             raise StoreError(f"cannot read {path}: {exc}") from None
 
     # -- runs --------------------------------------------------------------------------
