@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -30,8 +31,8 @@ def _cfg(args: argparse.Namespace) -> FarmConfig:
 
 # -- run -------------------------------------------------------------------------------------
 def cmd_run(args: argparse.Namespace) -> int:
-    from farm.run.progress import RunProgress
     from farm.run.driver import run_experiment
+    from farm.run.progress import RunProgress
 
     cfg = _cfg(args)
 
@@ -94,13 +95,26 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 # -- validate --------------------------------------------------------------------------------
 def cmd_validate(args: argparse.Namespace) -> int:
     from farm.config import config_hash, to_yaml
+    from farm.errors import UnsupportedTaskError
+    from farm.sandbox.registry import check_environment, check_task
     from farm.tasks.registry import load_benchmark
 
     cfg = _cfg(args)
     tasks = load_benchmark(cfg.benchmark)
     if args.show:
         console.print(to_yaml(cfg))
-    console.print(f"config ok (hash {config_hash(cfg)}); benchmark {cfg.benchmark.name!r}: {len(tasks)} tasks")
+    check_environment(cfg.sandbox)
+    refused: dict[str, list[str]] = {}
+    for task in tasks:
+        try:
+            check_task(task, cfg.sandbox)
+        except UnsupportedTaskError as exc:
+            refused.setdefault(exc.reason, []).append(task.task_id)
+    console.print(f"config ok (hash {config_hash(cfg)}); benchmark {cfg.benchmark.name!r}: {len(tasks)} tasks; "
+                  f"sandbox.backend={cfg.sandbox.backend}: {len(tasks) - sum(map(len, refused.values()))} runnable")
+    for reason, ids in sorted(refused.items()):
+        shown = ", ".join(ids[:5]) + (f", ... ({len(ids)} in all)" if len(ids) > 5 else "")
+        console.print(f"  not runnable (task_unsupported:{reason}): {shown}")
     return 0
 
 
@@ -148,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = add("validate", cmd_validate, "load and validate the config and the benchmark")
     v.add_argument("--show", action="store_true", help="print the resolved config")
     add("serve", cmd_serve, "serve a model with Ray Serve LLM + vLLM (blocks; Ctrl-C stops)")
-    g = add("gc", cmd_gc, "delete Kubernetes sandboxes of runs that are no longer alive")
+    g = add("gc", cmd_gc, "delete sandboxes (pods, containers, local dirs) of runs that are no longer alive")
     g.add_argument("--dry-run", action="store_true")
     return p
 

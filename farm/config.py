@@ -48,13 +48,67 @@ class LocalSandboxConfig:
     public_network: str = "isolated"
 
 
+# Capability profiles of the pod/container spec (farm/sandbox/manifests.py reads them).
+CAPABILITY_PROFILES = ("restricted", "none", "runtime-default")
+# Public egress still may not reach cloud metadata or cluster-internal addresses.
+DEFAULT_EGRESS_EXCEPT = ("169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+
+
+@dataclass
+class KubernetesSandboxConfig:
+    """``sandbox.kubernetes.*``: where and how trial pods run (docs/cluster.md)."""
+
+    namespace: str = "farm-sandboxes"
+    context: Optional[str] = None
+    kubeconfig: Optional[str] = None
+    image_registry: Optional[str] = None  # mirror that replaces the images' registry host
+    image_lock: Optional[str] = None  # packaged lock name (sweb-v-20260904) or a JSON path
+    toolbox_image: str = "ghcr.io/farm-eval/farm-toolbox:0.1.0"
+    runtime_class: Optional[str] = None  # e.g. gvisor, kata
+    node_selector: Dict[str, str] = field(default_factory=dict)
+    tolerations: List[Dict[str, Any]] = field(default_factory=list)
+    priority_class: Optional[str] = None
+    service_account: Optional[str] = None  # its token is never mounted either way
+    pull_secrets: List[str] = field(default_factory=list)
+    labels: Dict[str, str] = field(default_factory=dict)
+    capabilities: str = "restricted"  # restricted | none | runtime-default
+    cpu_limit_factor: Optional[float] = 1.0  # CPU limit = request x factor; null: no CPU limit
+    memory_limit: Optional[str] = None  # overrides the task's memory as the limit
+    pod_lifetime_s: Optional[float] = None  # activeDeadlineSeconds; null: agent+verifier+build+600
+    pod_start_timeout_s: float = 900.0
+    unschedulable_grace_s: float = 120.0  # an autoscaler may still add a node
+    agent_network: Optional[str] = None  # override the task's network mode for the agent phase
+    verifier_network: Optional[str] = None
+    public_egress_except: List[str] = field(default_factory=lambda: list(DEFAULT_EGRESS_EXCEPT))
+    keep_pods: bool = False
+    max_reconnects: int = 3
+
+
+@dataclass
+class DockerSandboxConfig:
+    """``sandbox.docker.*``: the pod semantics on one machine's Docker or Podman."""
+
+    engine: str = "docker"  # docker | podman | a path to either
+    toolbox_image: str = "ghcr.io/farm-eval/farm-toolbox:0.1.0"
+    image_registry: Optional[str] = None
+    image_lock: Optional[str] = None
+    capabilities: str = "restricted"  # restricted | none | runtime-default
+    cpu_limit_factor: Optional[float] = 1.0
+    memory_limit: Optional[str] = None
+    pull: str = "missing"  # missing | always | never
+    runtime: Optional[str] = None  # e.g. runsc for gVisor
+    extra_args: List[str] = field(default_factory=list)
+    keep_containers: bool = False
+    max_reconnects: int = 3
+    labels: Dict[str, str] = field(default_factory=dict)
+
+
 @dataclass
 class SandboxConfig:
     backend: str = "local"  # local | kubernetes | docker
     local: LocalSandboxConfig = field(default_factory=LocalSandboxConfig)
-    # Backend-specific settings validated by the backend's own dataclass.
-    kubernetes: Dict[str, Any] = field(default_factory=dict)
-    docker: Dict[str, Any] = field(default_factory=dict)
+    kubernetes: KubernetesSandboxConfig = field(default_factory=KubernetesSandboxConfig)
+    docker: DockerSandboxConfig = field(default_factory=DockerSandboxConfig)
 
 
 @dataclass
@@ -199,6 +253,11 @@ class FarmConfig:
 CHOICES: dict[str, tuple[str, ...]] = {
     "sandbox.backend": ("local", "kubernetes", "docker"),
     "sandbox.local.public_network": ("isolated", "host"),
+    "sandbox.kubernetes.capabilities": CAPABILITY_PROFILES,
+    "sandbox.kubernetes.agent_network": (None, "public", "no-network"),
+    "sandbox.kubernetes.verifier_network": (None, "public", "no-network"),
+    "sandbox.docker.capabilities": CAPABILITY_PROFILES,
+    "sandbox.docker.pull": ("missing", "always", "never"),
     "agent.name": ("auto", "leaf", "oracle", "nop", "scripted"),
     "agent.tool_execution": ("sequential", "concurrent"),
     "agent.tokenizer": ("qwen", "tiktoken", "bytes"),
@@ -210,9 +269,20 @@ CHOICES: dict[str, tuple[str, ...]] = {
 POSITIVE: tuple[str, ...] = (
     "run.seeds", "run.max_in_flight", "run.max_attempts", "run.workers", "run.max_concurrent_starts", "agent.max_steps",
     "store.batch_rows", "model.timeout_s", "agent.bash_timeout_s",
+    "sandbox.kubernetes.pod_start_timeout_s",
 )
 NON_NEGATIVE: tuple[str, ...] = (
     "agent.max_context_tokens", "model.max_retries", "model.temperature", "run.retry_backoff_s",
+    "sandbox.kubernetes.unschedulable_grace_s", "sandbox.kubernetes.max_reconnects", "sandbox.docker.max_reconnects",
+)
+# Optional numbers that, when set, must be > 0.
+POSITIVE_IF_SET: tuple[str, ...] = ("agent.max_total_time_s", "sandbox.kubernetes.pod_lifetime_s")
+# Optional factors that, when set, must be >= 1 (a limit below the request never schedules).
+AT_LEAST_ONE_IF_SET: tuple[str, ...] = ("sandbox.kubernetes.cpu_limit_factor", "sandbox.docker.cpu_limit_factor")
+# Strings that must not be empty.
+NON_EMPTY: tuple[str, ...] = (
+    "sandbox.kubernetes.namespace", "sandbox.kubernetes.toolbox_image", "sandbox.docker.engine",
+    "sandbox.docker.toolbox_image",
 )
 
 # Settings that change how a run is executed but not what it measures; they are left out of
@@ -350,10 +420,18 @@ def validate(cfg: FarmConfig) -> None:
         value = _get(cfg, key)
         if value is not None and value < 0:
             raise ConfigError(f"invalid value {value!r} for '{key}': must be >= 0")
-    if cfg.agent.max_total_time_s is not None and cfg.agent.max_total_time_s <= 0:
-        raise ConfigError(
-            f"invalid value {cfg.agent.max_total_time_s!r} for 'agent.max_total_time_s': must be > 0"
-        )
+    for key in POSITIVE_IF_SET:
+        value = _get(cfg, key)
+        if value is not None and value <= 0:
+            raise ConfigError(f"invalid value {value!r} for '{key}': must be > 0")
+    for key in AT_LEAST_ONE_IF_SET:
+        value = _get(cfg, key)
+        if value is not None and value < 1:
+            raise ConfigError(f"invalid value {value!r} for '{key}': must be >= 1 (or null: no CPU limit)")
+    for key in NON_EMPTY:
+        value = _get(cfg, key)
+        if not str(value).strip():
+            raise ConfigError(f"invalid value {value!r} for '{key}': must not be empty")
     if cfg.agent.name == "scripted" and not cfg.agent.script:
         raise ConfigError("agent.name='scripted' needs agent.script=<file of assistant turns>")
     if cfg.agent.name == "leaf" and not cfg.model.base_url and not cfg.serve.enabled:
@@ -363,12 +441,6 @@ def validate(cfg: FarmConfig) -> None:
     names = [a.name for a in cfg.experiment.arms]
     if len(set(names)) != len(names):
         raise ConfigError(f"invalid value {names!r} for 'experiment.arms': arm names must be unique")
-    # backend-specific sections are validated by the backend's own dataclass, but at load time
-    # so that a typo fails before any trial starts
-    if cfg.sandbox.backend == "kubernetes":
-        from farm.sandbox.kubernetes import KubernetesConfig
-
-        KubernetesConfig.from_dict(dict(cfg.sandbox.kubernetes))
     if cfg.store.uri.strip() == "":
         raise ConfigError("invalid value '' for 'store.uri': give a directory or s3://bucket/prefix")
 

@@ -24,7 +24,16 @@ class TaskFormatError(FarmError, ValueError):
 
 
 class UnsupportedTaskError(FarmError, RuntimeError):
-    """The task is well-formed but this backend cannot run it (e.g. it needs an image's contents)."""
+    """The task is well-formed but this backend cannot run it (e.g. it needs an image's contents).
+
+    ``reason`` is a short machine-readable cause; the trial row records it as
+    ``error_class = "task_unsupported:<reason>"`` (e.g. ``image_refused``, ``no_image``,
+    ``dockerfile_instruction``, ``image_lock``). Deterministic: never retried.
+    """
+
+    def __init__(self, message: str, reason: str = "unsupported") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class StoreError(FarmError, RuntimeError):

@@ -23,7 +23,7 @@ from typing import Any
 from farm.agent.tools import READ_ONLY
 from farm.agent.trajectory import ToolCallRecord
 from farm.config import AgentConfig
-from farm.sandbox.base import Sandbox
+from farm.sandbox.base import Sandbox, ToolRequest
 from farm.agent.tools import missing_required
 from farm.sandbox.inside.leaf_tools import TOOL_NAMES
 
@@ -121,13 +121,11 @@ class ToolExecutor:
             out.observation, rec.error = f"Unknown tool: {call.name}", "UnknownTool"
         else:
             try:
-                res = await self.sandbox.call(
-                    "tool", name=call.name, args=call.args, workdir=self.workdir, limits=limits
-                )
-                out.observation = str(res.get("observation", ""))
-                rec.truncated = bool(res.get("truncated"))
-                rec.error = res.get("error")
-                rec.command_s = res.get("command_s")
+                res = await self.sandbox.tool(ToolRequest(call.name, call.args, self.workdir, limits))
+                out.observation = res.observation
+                rec.truncated = res.truncated
+                rec.error = res.error
+                rec.command_s = res.command_s
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - transport/sandbox failure, not the model's

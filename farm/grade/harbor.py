@@ -76,8 +76,8 @@ def parse_reward(json_text: str | None, txt_text: str | None) -> float:
 
 
 async def _read_optional(sandbox: Sandbox, path: str) -> str | None:
-    stat = await sandbox.call("stat", path=path)
-    if not stat.get("exists") or stat.get("is_dir"):
+    stat = await sandbox.stat(path)
+    if not stat.exists or stat.is_dir:
         return None
     return (await sandbox.read_file(path)).decode("utf-8", errors="replace")
 

@@ -13,22 +13,21 @@ import contextlib
 import os
 import socket
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import farm
-from dataclasses import replace
-
 from farm.config import FarmConfig, apply_overrides, conf_dir, config_hash, resolved_agent, to_dict
 from farm.errors import ConfigError
 from farm.run.plan import TrialSpec, build_plan, resume
-from farm.run.trial import TrialOutcome
+from farm.run.preflight import check_backends, refusals, refused_outcome
+from farm.run.trial import UNSUPPORTED, TrialOutcome, retryable
 from farm.run.workers import TrialJob, make_executor
 from farm.store.results import ResultStore
 from farm.store.writer import BatchWriter
 from farm.tasks.model import Task
 from farm.tasks.registry import load_benchmark
-
 
 HEARTBEAT_S = 30.0
 
@@ -42,6 +41,7 @@ class RunSummary:
     executed_attempts: int = 0
     counts: dict[str, int] = field(default_factory=dict)  # final status of trials run now
     retried: int = 0
+    refused: int = 0  # trials the backend cannot run: recorded by the preflight, never started
     wall_s: float = 0.0
     store_uri: str = ""
 
@@ -127,7 +127,8 @@ async def run_experiment(
     plan = build_plan(run_id, tasks, cfg.run.seeds, [(name, a.model.name) for name, a in arms])
     store = ResultStore.open(cfg.store.uri, cfg.store.endpoint_url, cfg.store.region)
     open_run(cfg, store, run_id, plan)
-    state = resume(plan, store.read_trials(run_id, dedupe=False))
+    rows = store.read_trials(run_id, dedupe=False)
+    state = resume(plan, rows)
     summary = RunSummary(run_id, config_hash(cfg), len(plan), state.finished, store_uri=store.uri)
     by_task = {(t.benchmark, t.task_id): t for t in tasks}
     arm_cfg = dict(arms)
@@ -136,11 +137,31 @@ async def run_experiment(
         if resolved_agent(acfg) == "leaf" and not acfg.model.base_url:
             raise ConfigError(f"arm {name!r}: the leaf policy needs model.base_url (or serve.enabled=true)")
 
+    check_backends(arm_cfg)
+    refused = refusals(tasks, arm_cfg)
+    latest_class = _latest_error_class(rows) if refused else {}
+
     writer = BatchWriter(store, run_id, cfg.store.batch_rows, cfg.store.flush_interval_s)
     executor = make_executor(cfg)
     sem = asyncio.Semaphore(cfg.run.max_in_flight)
 
+    async def record_refusal(spec: TrialSpec) -> None:
+        refusal = refused[(spec.arm, spec.benchmark, spec.task_id)]
+        task = by_task[(spec.benchmark, spec.task_id)]
+        summary.refused += 1
+        summary.counts["infra_error"] = summary.counts.get("infra_error", 0) + 1
+        if latest_class.get(spec.trial_key, "").startswith(UNSUPPORTED + ":"):
+            return  # recorded by an earlier invocation of this run: once per trial
+        outcome = refused_outcome(spec, task, arm_cfg[spec.arm], state.next_attempt[spec.trial_key], refusal,
+                                  arm_hash[spec.arm])
+        await asyncio.to_thread(writer.add, outcome.result, outcome.steps)
+        if progress:
+            progress("start", None)
+            progress("done", outcome)
+
     async def one(spec: TrialSpec) -> None:
+        if (spec.arm, spec.benchmark, spec.task_id) in refused:
+            return await record_refusal(spec)
         attempt = state.next_attempt[spec.trial_key]
         for i in range(cfg.run.max_attempts):
             job = TrialJob(spec, by_task[(spec.benchmark, spec.task_id)], arm_cfg[spec.arm], attempt + i,
@@ -155,7 +176,7 @@ async def run_experiment(
             await asyncio.to_thread(writer.add, outcome.result, outcome.steps)
             summary.executed_attempts += 1
             status = outcome.result.status
-            last = status != "infra_error" or i == cfg.run.max_attempts - 1
+            last = not retryable(outcome.result) or i == cfg.run.max_attempts - 1
             if progress:
                 progress("retry" if not last else "done", outcome)
             if last:
@@ -188,3 +209,14 @@ async def run_experiment(
             await executor.close()
     summary.wall_s = time.monotonic() - t0
     return summary
+
+
+def _latest_error_class(trials: Any) -> dict[str, str]:
+    """trial_key -> error_class of its latest attempt (empty string when none)."""
+    latest: dict[str, tuple[int, str]] = {}
+    if trials.num_rows:
+        for key, attempt, cls in zip(trials.column("trial_key").to_pylist(), trials.column("attempt").to_pylist(),
+                                     trials.column("error_class").to_pylist()):
+            if attempt >= latest.get(key, (0, ""))[0]:
+                latest[key] = (attempt, cls or "")
+    return {k: v[1] for k, v in latest.items()}

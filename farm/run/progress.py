@@ -19,7 +19,7 @@ class RunProgress:
         self._task: Any = None
         self.console = console
 
-    def __enter__(self) -> "RunProgress":
+    def __enter__(self) -> RunProgress:
         if self.enabled:
             self._progress = Progress(
                 TextColumn("[bold]trials"), BarColumn(), TextColumn("{task.completed}/{task.total}"),

@@ -13,23 +13,28 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 import farm
 from farm.config import FarmConfig, config_hash
-from farm.errors import UnsupportedTaskError
+from farm.errors import FarmError
 from farm.grade.harbor import GradeResult, run_harbor_verifier
 from farm.grade.patch import PatchError, apply_patch, capture_patch
 from farm.run.plan import TrialSpec
-from farm.sandbox.base import Sandbox, SandboxError
+from farm.sandbox.base import Sandbox, SandboxError, SandboxStartError
+from farm.sandbox.registry import open_sandbox, refusal_reason
 from farm.store.schema import StepRow, TrialResult
 from farm.tasks.model import Task
 
+# open_sandbox's signature: (task, sandbox config section, *, network, run_id, trial_key, attempt, role)
 SandboxFactory = Callable[..., Sandbox]
 
 # Agent exit reasons that mean the infrastructure (endpoint, sandbox transport) failed.
 INFRA_EXIT_REASONS = frozenset({"llm_query_error", "tool_error"})
+# infra_error classes that are properties of the task, not hiccups: retrying cannot help
+UNSUPPORTED = "task_unsupported"
 
 
 @dataclass
@@ -41,41 +46,22 @@ class TrialOutcome:
     artifacts: dict[str, bytes] = field(default_factory=dict)
 
 
-def make_sandbox(
-    task: Task,
-    cfg: FarmConfig,
-    network: str | None = None,
-    *,
-    run_id: str | None = None,
-    trial_key: str | None = None,
-    attempt: int = 0,
-    role: str = "agent",
-) -> Sandbox:
-    """The configured backend's sandbox for one role (agent or verifier) of one attempt."""
-    backend = cfg.sandbox.backend
-    if backend == "local":
-        from farm.sandbox.local import LocalSandbox
-
-        local = cfg.sandbox.local
-        return LocalSandbox(
-            task,
-            network=network,
-            root_dir=os.path.expanduser(local.root_dir) if local.root_dir else None,
-            allow_any_image=local.allow_any_image,
-            limits=local.limits,
-            public_network=local.public_network,
-        )
-    ids = dict(run_id=run_id, trial_key=trial_key, attempt=attempt, role=role)
-    if backend == "kubernetes":
-        from farm.sandbox.kubernetes import make_kubernetes_sandbox
-
-        return make_kubernetes_sandbox(task, cfg, network=network, **ids)
-    from farm.sandbox.container import make_container_sandbox
-
-    return make_container_sandbox(task, cfg, network=network, **ids)
+def unsupported_class(reason: str) -> str:
+    return f"{UNSUPPORTED}:{reason}"
 
 
-def _base_row(spec: TrialSpec, attempt: int, cfg: FarmConfig, task: Task, uid: str,
+def start_error_class(exc: SandboxError) -> str:
+    """``sandbox_start:<reason>`` when the backend knows why the start failed."""
+    reason = getattr(exc, "reason", None)
+    return f"sandbox_start:{reason}" if reason else "sandbox_start"
+
+
+def retryable(row: TrialResult) -> bool:
+    """Only infrastructure hiccups are retried; a task the backend refuses stays refused."""
+    return row.status == "infra_error" and not (row.error_class or "").startswith(UNSUPPORTED + ":")
+
+
+def base_row(spec: TrialSpec, attempt: int, cfg: FarmConfig, task: Task, uid: str,
               chash: str | None = None) -> TrialResult:
     return TrialResult(
         run_id=spec.run_id, trial_key=spec.trial_key, benchmark=spec.benchmark, task_id=spec.task_id,
@@ -126,15 +112,16 @@ async def _grade(
         # PatchEval grades the patch in a fresh sandbox with its own fix-run.sh (grading.md §3)
         from farm.grade.patcheval import grade as patcheval_grade
 
-        verdict = await patcheval_grade(lambda t, role: factory(t, cfg, t.verifier_network, role=role), task, patch)
+        verdict = await patcheval_grade(lambda t, role: factory(t, cfg.sandbox, network=t.verifier_network, role=role),
+                                        task, patch)
         return GradeResult(verdict.reward, verdict.resolved, verdict.output, None, None, verdict.verify_s), None
     if cfg.grade.mode == "in_place":
         assert sandbox is not None
-        if task.verifier_network != task.agent_network and hasattr(sandbox, "set_network"):
-            await sandbox.set_network(task.verifier_network)  # type: ignore[attr-defined]
+        if task.verifier_network != task.agent_network and sandbox.capabilities.set_network:
+            await sandbox.set_network(task.verifier_network)
         return await run_harbor_verifier(task, sandbox), None
     # fresh: nothing the agent did outside its patch can influence the verdict
-    fresh = factory(task, cfg, task.verifier_network, role="verifier")
+    fresh = factory(task, cfg.sandbox, network=task.verifier_network, role="verifier")
     try:
         await fresh.start()
     except BaseException:
@@ -154,7 +141,7 @@ async def run_trial(
     *,
     base_url: str,
     policy: str,
-    sandbox_factory: SandboxFactory = make_sandbox,
+    sandbox_factory: SandboxFactory = open_sandbox,
     chash: str | None = None,
 ) -> TrialOutcome:
     """Run one attempt; ``cfg`` is the arm's config, ``base_url`` the policy endpoint.
@@ -165,7 +152,7 @@ async def run_trial(
     from farm.agent.loop import run_agent
 
     uid = uuid.uuid4().hex
-    row = _base_row(spec, attempt, cfg, task, uid, chash)
+    row = base_row(spec, attempt, cfg, task, uid, chash)
     t0 = time.monotonic()
     steps: list[StepRow] = []
     artifacts: dict[str, bytes] = {}
@@ -183,7 +170,7 @@ async def run_trial(
     factory = functools.partial(sandbox_factory, run_id=spec.run_id, trial_key=spec.trial_key, attempt=attempt)
     try:
         try:
-            sandbox = factory(task, cfg, role="agent")
+            sandbox = factory(task, cfg.sandbox, role="agent")
             used.append(sandbox)
             async with _start_gate(cfg.run.max_concurrent_starts):
                 await sandbox.start()
@@ -191,17 +178,15 @@ async def run_trial(
                 from farm.grade.patcheval import prepare_workspace
 
                 await prepare_workspace(sandbox, task)
-        except UnsupportedTaskError as exc:
-            return finish("infra_error", "unsupported_task", str(exc))
         except SandboxError as exc:
-            return finish("infra_error", "sandbox_start", str(exc))
+            return finish("infra_error", start_error_class(exc), str(exc))
         row.sandbox_start_s = sandbox.stats.start_s
         row.api_calls_start = sandbox.stats.api_calls_start
 
         if policy == "oracle" or (policy == "scripted" and task.solution_dir is not None):
             # scripted policies may replay the reference solution too (dry runs of experiments)
             if task.solution_dir is None:
-                return finish("infra_error", "no_solution", f"task {task.task_id} ships no solution/solve.sh")
+                return finish("infra_error", unsupported_class("no_solution"), f"task {task.task_id} ships no solution/solve.sh")
             await sandbox.upload(task.solution_dir, "/solution")
 
         agent_cfg = cfg.agent
@@ -250,12 +235,20 @@ async def run_trial(
         if not grade.valid:
             return finish("infra_error", grade.error_class, grade.error)
         return finish("resolved" if grade.resolved else "unresolved")
+    except SandboxStartError as exc:  # the fresh verifier sandbox
+        return finish("infra_error", start_error_class(exc), str(exc))
     except SandboxError as exc:
         return finish("infra_error", "sandbox_lost", f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # noqa: BLE001 - a bug must cost one attempt, not the whole run
+        reason = refusal_reason(exc) if isinstance(exc, FarmError) else None
+        if reason is not None:  # the task itself (its files, its image): deterministic, never retried
+            return finish("infra_error", unsupported_class(reason), str(exc))
         import traceback
 
-        return finish("infra_error", "internal_error", "".join(traceback.format_exception(exc))[-4000:])
+        artifacts["traceback.txt"] = "".join(traceback.format_exception(exc)).encode("utf-8", errors="replace")
+        summary = (str(exc).strip().splitlines() or [""])[0][:300]
+        return finish("infra_error", "internal_error",
+                      f"{type(exc).__name__}: {summary} (traceback in artifacts/traceback.txt)")
     finally:
         # close first: CPU accounting is final only once a sandbox has stopped
         for sb in used:

@@ -190,9 +190,9 @@ class RayExecutor:
 
 
 def _lost(job: TrialJob, message: str) -> TrialOutcome:
-    from farm.run.trial import _base_row
+    from farm.run.trial import base_row
 
-    row: TrialResult = _base_row(job.spec, job.attempt, job.cfg, job.task, uid="lost", chash=job.config_hash)
+    row: TrialResult = base_row(job.spec, job.attempt, job.cfg, job.task, uid="lost", chash=job.config_hash)
     row.status = "infra_error"
     row.error_class = "worker_lost"
     row.error = message

@@ -7,9 +7,10 @@ failures (the sandbox could not start, was lost, its channel broke) raise, and t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from farm.errors import FarmError
 
@@ -19,7 +20,19 @@ class SandboxError(FarmError, RuntimeError):
 
 
 class SandboxStartError(SandboxError):
-    """The sandbox could not be created or its environment could not be built."""
+    """The sandbox could not be created or its environment could not be built.
+
+    ``reason`` is a short machine-readable cause that lands in the trial row as
+    ``error_class = "sandbox_start:<reason>"``: ``image_pull``, ``container_config``,
+    ``unschedulable``, ``timeout``, ``ended`` (the pod/container stopped before it was
+    ready), ``build_step`` (a RUN step failed), ``engine`` (a container-engine command
+    failed), ``network`` (the sandbox's network could not be set up), ``agent`` (the sandbox
+    agent did not answer); None when the backend cannot tell.
+    """
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class SandboxLostError(SandboxError):
@@ -28,6 +41,18 @@ class SandboxLostError(SandboxError):
 
 class SandboxClosedError(SandboxError):
     """An operation was attempted on a sandbox that was already closed."""
+
+
+class CapabilityError(SandboxError):
+    """The backend lacks the capability an operation needs (see ``Sandbox.capabilities``)."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do beyond the protocol's common core; callers test these flags
+    instead of probing for methods."""
+
+    set_network: bool = False  # egress can be switched after start (grading in the verifier's mode)
 
 
 @dataclass
@@ -46,6 +71,50 @@ class ExecResult:
         return self.stdout + self.stderr
 
 
+@dataclass(frozen=True)
+class ToolRequest:
+    """One Leaf tool call, executed by the sandbox agent (inside/leaf_tools.py)."""
+
+    name: str  # Bash | Read | Write | Edit | Glob
+    args: Mapping[str, Any]
+    workdir: str
+    limits: Mapping[str, Any] = field(default_factory=dict)  # output caps, timeouts, env, truncation
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"name": self.name, "args": dict(self.args), "workdir": self.workdir, "limits": dict(self.limits)}
+
+
+@dataclass(frozen=True)
+class ToolResponse:
+    """The agent's answer to a tool call; a failing tool is an observation, not an exception."""
+
+    observation: str
+    truncated: bool = False
+    error: str | None = None  # the exception type a failing tool reported (e.g. "ValueError")
+    command_s: float | None = None  # time the command itself ran (Bash)
+    duration_s: float | None = None  # time the whole tool call took inside the sandbox
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> ToolResponse:
+        def num(key: str) -> float | None:
+            v = data.get(key)
+            return None if v is None else float(v)
+
+        return cls(observation=str(data.get("observation", "")), truncated=bool(data.get("truncated")),
+                   error=data.get("error"), command_s=num("command_s"), duration_s=num("duration_s"))
+
+
+@dataclass(frozen=True)
+class StatResult:
+    exists: bool
+    is_dir: bool = False
+    size: int = 0
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> StatResult:
+        return cls(bool(data.get("exists")), bool(data.get("is_dir")), int(data.get("size") or 0))
+
+
 @dataclass
 class SandboxStats:
     """Counters a trial row reports (what the sandbox cost, how many remote calls it made)."""
@@ -58,17 +127,46 @@ class SandboxStats:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class GcReport:
+    """What a backend's ``gc`` removed (or would remove, in a dry run)."""
+
+    deleted: dict[str, list[str]] = field(default_factory=dict)  # kind (pod, container, ...) -> names
+    kept: int = 0
+    errors: list[str] = field(default_factory=list)
+    dead_runs: set[str] = field(default_factory=set)
+
+    def add(self, kind: str, name: str) -> None:
+        self.deleted.setdefault(kind, []).append(name)
+
+    def summary(self) -> str:
+        parts = [f"{len(names)} {kind}{'s' if len(names) != 1 else ''}" for kind, names in sorted(self.deleted.items())]
+        return ", ".join(parts) or "nothing"
+
+
 @runtime_checkable
 class Sandbox(Protocol):
     """One isolated environment for one trial.
 
     Paths are absolute paths inside the sandbox. Every method except ``close`` raises
-    ``SandboxClosedError`` after ``close``.
+    ``SandboxClosedError`` after ``close``, and ``SandboxError`` before ``start``. Errors
+    of the task itself (it cannot run on this backend, its files are malformed) are
+    ``farm.errors.UnsupportedTaskError`` / ``TaskFormatError``, never ``SandboxError``.
     """
 
     stats: SandboxStats
+    capabilities: Capabilities
 
-    async def start(self) -> None: ...
+    async def start(self) -> None:
+        """Create the sandbox and build the task's environment in it.
+
+        Raises:
+            SandboxStartError: the sandbox could not be created or the environment build
+                failed (``reason`` says why).
+            UnsupportedTaskError: this backend can never run the task (``reason`` says why).
+            TaskFormatError: the task's files are malformed (a COPY source is missing, ...).
+        """
+        ...
 
     async def exec(
         self,
@@ -79,21 +177,70 @@ class Sandbox(Protocol):
         merge_stderr: bool = False,
         output_cap: int | None = None,
     ) -> ExecResult:
-        """Run ``bash -c command``; the timeout kills every process the command started."""
+        """Run ``bash -c command``; the timeout kills every process the command started.
+
+        A command that times out or fails is an ``ExecResult``, not an exception.
+
+        Raises:
+            SandboxLostError: the sandbox or its channel died.
+            SandboxClosedError: the sandbox was closed.
+        """
         ...
 
-    async def read_file(self, path: str) -> bytes: ...
+    async def read_file(self, path: str) -> bytes:
+        """The file's bytes.
 
-    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None: ...
+        Raises:
+            FileNotFoundError, IsADirectoryError, PermissionError: as the sandbox reports them.
+            SandboxLostError, SandboxClosedError: as for ``exec``.
+        """
+        ...
+
+    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Create or replace ``path`` (parent directories are created).
+
+        Raises:
+            PermissionError, IsADirectoryError: as the sandbox reports them.
+            SandboxLostError, SandboxClosedError: as for ``exec``.
+        """
+        ...
 
     async def upload(self, local_dir: Path, dest: str) -> None:
-        """Copy a host directory's contents into ``dest`` (created if needed)."""
+        """Copy a host directory's contents into ``dest`` (created if needed).
+
+        Raises:
+            NotADirectoryError: ``local_dir`` is not a directory.
+            SandboxLostError, SandboxClosedError: as for ``exec``.
+        """
         ...
 
-    async def call(self, op: str, **args: Any) -> dict[str, Any]:
-        """Send a raw request of the sandbox-agent protocol (tool operations use it)."""
+    async def stat(self, path: str) -> StatResult:
+        """Whether ``path`` exists, is a directory, and its size.
+
+        Raises:
+            SandboxLostError, SandboxClosedError: as for ``exec``.
+        """
+        ...
+
+    async def tool(self, request: ToolRequest) -> ToolResponse:
+        """Run one Leaf tool call inside the sandbox; bounded by the caller's time budget.
+
+        Raises:
+            SandboxLostError, SandboxClosedError: as for ``exec`` (a failing tool is an
+                observation in the response, never an exception).
+        """
+        ...
+
+    async def set_network(self, network: str) -> None:
+        """Switch the sandbox's egress to ``network`` (``public`` | ``no-network``).
+
+        Raises:
+            CapabilityError: ``capabilities.set_network`` is False.
+            SandboxError: the switch failed.
+        """
         ...
 
     async def close(self) -> None:
-        """Stop every process in the sandbox and release it; idempotent."""
+        """Stop every process in the sandbox and release it; idempotent, never raises for a
+        sandbox that is already gone."""
         ...

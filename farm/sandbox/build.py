@@ -11,9 +11,10 @@ import glob
 import os
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping
+from typing import Any
 
 from farm.errors import TaskFormatError
 from farm.sandbox.base import SandboxStartError
@@ -132,7 +133,8 @@ async def replay_build_steps(sandbox: Any, task: Task, steps: list[ResolvedStep]
                         "directories: packages must already be installed on the host, or use "
                         "sandbox=docker / sandbox=kubernetes)"
                     )
-                raise SandboxStartError(f"task {task.task_id}: build step {step.index} ({step.text}) {why}; output tail:\n{tail}{hint}")
+                raise SandboxStartError(f"task {task.task_id}: build step {step.index} ({step.text}) {why}; output tail:\n{tail}{hint}",
+                                        reason="build_step")
 
 
 async def _copy(sandbox: Any, task: Task, step: ResolvedStep) -> None:
@@ -146,8 +148,7 @@ async def _copy(sandbox: Any, task: Task, step: ResolvedStep) -> None:
         raise TaskFormatError(task.path or ctx, f"build step {step.index} ({step.text}): source {step.src!r} not found in {ctx}")
     into = step.into or len(matches) > 1
     if not into:
-        st = await sandbox.call("stat", path=step.path)
-        into = bool(st.get("is_dir"))
+        into = (await sandbox.stat(step.path)).is_dir
     for m in matches:
         src = Path(m).resolve()
         if src != ctx and ctx not in src.parents:

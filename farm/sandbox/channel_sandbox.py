@@ -3,16 +3,25 @@
 Backends differ in how they start, reach and stop the sandbox agent (a bwrap process, a pod's
 exec stream, a container); once there is a channel, exec / read / write / upload / tool calls
 are identical, so they live here once. A backend provides ``_ch()`` (its channel, or raise if
-closed/not started), ``_env`` (the image's environment after the build steps), ``_workdir``
-and ``stats``.
+closed/not started), ``_env`` (the image's environment after the build steps), ``_workdir``,
+``stats`` and, if it can do more than the common core, ``capabilities``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from farm.sandbox.base import ExecResult, SandboxStats
+from farm.sandbox.base import (
+    Capabilities,
+    CapabilityError,
+    ExecResult,
+    SandboxStats,
+    StatResult,
+    ToolRequest,
+    ToolResponse,
+)
 from farm.sandbox.channel import Channel
 
 
@@ -20,6 +29,7 @@ class ChannelSandboxMixin:
     _env: dict[str, str]
     _workdir: str
     stats: SandboxStats
+    capabilities: Capabilities = Capabilities()
 
     def _ch(self) -> Channel:  # pragma: no cover - provided by the backend
         raise NotImplementedError
@@ -69,18 +79,31 @@ class ChannelSandboxMixin:
         finally:
             self._count(ch)
 
-    async def call(self, op: str, **args: Any) -> dict[str, Any]:
-        ch = self._ch()
-        if op == "tool" and self._env:
+    async def stat(self, path: str) -> StatResult:
+        return StatResult.from_wire(await self.call("stat", path=path))
+
+    async def tool(self, request: ToolRequest) -> ToolResponse:
+        limits = dict(request.limits)
+        if self._env:
             # the agent's Bash runs server-side: it gets the image's ENV as exec() does
-            limits = dict(args.get("limits") or {})
             limits["env"] = {**self._env, **(limits.get("env") or {})}
-            args["limits"] = limits
+        wire = {**request.to_wire(), "limits": limits}
+        # a tool call (e.g. a long Bash) is bounded by the agent loop's time budget, not by
+        # the channel's transport timeout
+        return ToolResponse.from_wire(await self._request("tool", wire, timeout=None))
+
+    async def set_network(self, network: str) -> None:
+        raise CapabilityError(f"{type(self).__name__} cannot switch its network after start")
+
+    async def call(self, op: str, **args: Any) -> dict[str, Any]:
+        """A raw request of the sandbox-agent protocol (ping, list, glob, ...): for tests and
+        benchmarks; farm's own callers use the typed operations above. Sent as given: the image's
+        environment is not merged into a raw ``tool`` request."""
+        return await self._request(op, args)
+
+    async def _request(self, op: str, args: Mapping[str, Any], **kw: Any) -> dict[str, Any]:
+        ch = self._ch()
         try:
-            # a tool call (e.g. a long Bash) is bounded by the agent loop's time budget, not by
-            # the channel's transport timeout
-            if op == "tool":
-                return await ch.request(op, args, timeout=None)
-            return await ch.request(op, args)
+            return await ch.request(op, args, **kw)
         finally:
             self._count(ch)

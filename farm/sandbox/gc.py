@@ -1,4 +1,4 @@
-"""`farm gc`: delete sandbox pods and NetworkPolicies that no live run owns.
+"""`farm gc` on Kubernetes: delete sandbox pods and NetworkPolicies that no live run owns.
 
 Ownership is by label (manifests.py): everything farm creates carries
 ``app.kubernetes.io/name=farm-sandbox`` and ``farm.dev/run-id``; the full run id is in the
@@ -12,22 +12,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from farm.sandbox import manifests as m
+from farm.sandbox.base import GcReport
 
 log = logging.getLogger(__name__)
 SELECTOR = f"{m.APP_LABEL}={m.APP_NAME}"
-
-
-@dataclass
-class GcReport:
-    pods_deleted: list[str] = field(default_factory=list)
-    policies_deleted: list[str] = field(default_factory=list)
-    kept: int = 0
-    errors: list[str] = field(default_factory=list)
-    dead_runs: set[str] = field(default_factory=set)
 
 
 def _run_id(obj: Any) -> str | None:
@@ -40,11 +32,11 @@ def _age_s(obj: Any) -> float:
     if not isinstance(created, dt.datetime):
         return float("inf")
     if created.tzinfo is None:
-        created = created.replace(tzinfo=dt.timezone.utc)
-    return (dt.datetime.now(dt.timezone.utc) - created).total_seconds()
+        created = created.replace(tzinfo=dt.UTC)
+    return (dt.datetime.now(dt.UTC) - created).total_seconds()
 
 
-def gc(core_api: Any, net_api: Any, namespace: str, is_run_alive: Callable[[str], bool],
+def gc_pods(core_api: Any, net_api: Any, namespace: str, is_run_alive: Callable[[str], bool],
        *, dry_run: bool = False, orphan_grace_s: float = 600.0) -> GcReport:
     """Delete what dead runs left behind; ``orphan_grace_s`` protects a live run's policy that
     was just created ahead of its pod."""
@@ -74,7 +66,7 @@ def gc(core_api: Any, net_api: Any, namespace: str, is_run_alive: Callable[[str]
                         report.errors.append(f"pod {name}: {e!r}")
                         live_pods.add(name)
                         continue
-            report.pods_deleted.append(name)
+            report.add("pod", name)
         else:
             live_pods.add(name)
             report.kept += 1
@@ -91,7 +83,7 @@ def gc(core_api: Any, net_api: Any, namespace: str, is_run_alive: Callable[[str]
                     if getattr(e, "status", None) != 404:
                         report.errors.append(f"networkpolicy {name}: {e!r}")
                         continue
-            report.policies_deleted.append(name)
+            report.add("networkpolicy", name)
         else:
             report.kept += 1
     return report

@@ -25,26 +25,30 @@ import signal
 import sys
 import tempfile
 import time
-from pathlib import Path, PurePosixPath
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from farm.errors import TaskFormatError, UnsupportedTaskError
+from farm.config import LocalSandboxConfig, SandboxConfig
+from farm.errors import ConfigError, TaskFormatError, UnsupportedTaskError
 from farm.sandbox.base import (
+    GcReport,
     SandboxClosedError,
     SandboxError,
     SandboxStartError,
     SandboxStats,
 )
-from farm.sandbox.build import (  # noqa: F401  (re-exported for backends that import them from here)
-    ResolvedStep,
-    env_overrides,
-    literal_task_env,
-    replay_build_steps,
-    resolve_build_steps,
-)
+from farm.sandbox.build import ResolvedStep, env_overrides, replay_build_steps
 from farm.sandbox.cgroups import CgroupLimits, CgroupUnavailable
 from farm.sandbox.channel import LINE_LIMIT, Channel
 from farm.sandbox.channel_sandbox import ChannelSandboxMixin
+from farm.sandbox.local_policy import (  # noqa: F401  (check_image, image_repository: re-exported)
+    BASE_PATH,
+    base_env,
+    check_image,
+    image_repository,
+    plan_local,
+)
 from farm.sandbox.netns import SlirpNetwork
 from farm.tasks.model import Task
 
@@ -53,16 +57,8 @@ log = logging.getLogger(__name__)
 INSIDE_DIR = Path(__file__).resolve().parent / "inside"
 AGENT_MOUNT = "/.farm/inside"
 
-# Official images whose contents the host system can stand in for (a Debian-like userland
-# with Python). Anything else carries contents of its own that only a container can provide.
-GENERIC_IMAGES = frozenset({"python", "ubuntu", "debian", "buildpack-deps", "bash"})
-
-# Top-level directories that come read-only from the host; the task may not write below them.
-READ_ONLY_TOPS = frozenset({"usr", "etc", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "dev", "proc", "sys", ".farm"})
-ALWAYS_WRITABLE = ("tmp", "root", "tests", "logs", "solution")
 LOG_SUBDIRS = ("verifier", "agent", "artifacts")
 
-BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Docker's default capability set minus NET_RAW (sniffing the host's network when it is
 # shared), MKNOD (device nodes on a host-backed bind) and the audit/fcap/chroot extras.
 KEEP_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_NET_BIND_SERVICE")
@@ -71,63 +67,6 @@ OWNER_FILE = "bwrap.pid"  # "<pid> <start time>" of the sandbox's bwrap, for gc_
 _GC_DONE: set[str] = set()  # root dirs this process already collected
 CGROUPS_FILE = "cgroups"  # the sandbox's cgroup directories, one a line, for gc_local
 SHUTDOWN_TIMEOUT_S = 5.0
-
-
-# --- FROM -----------------------------------------------------------------------------------
-
-
-def image_repository(image: str) -> str:
-    """``docker.io/library/python:3.11-slim@sha256:..`` -> ``python``; keeps namespaces."""
-    ref = image.split("@", 1)[0]
-    parts = ref.split("/")
-    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
-        registry, parts = parts[0], parts[1:]
-        if registry not in ("docker.io", "index.docker.io", "registry-1.docker.io"):
-            return ref.rsplit(":", 1)[0] if ":" in parts[-1] else ref
-    if len(parts) == 2 and parts[0] == "library":
-        parts = parts[1:]
-    last = parts[-1].split(":", 1)[0]
-    return "/".join(parts[:-1] + [last])
-
-
-def check_image(task: Task, allow_any_image: bool = False) -> None:
-    """Raise UnsupportedTaskError when the task needs an image's contents."""
-    image = task.environment.image
-    if image is None or allow_any_image or image_repository(image) in GENERIC_IMAGES:
-        return
-    raise UnsupportedTaskError(
-        f"task {task.task_id} needs the contents of image {image}; the local backend runs tasks "
-        "on the host system — use sandbox=docker or sandbox=kubernetes, or set "
-        "sandbox.local.allow_any_image=true"
-    )
-
-
-# --- writable directories ------------------------------------------------------------------
-
-
-def _top(path: str) -> str:
-    parts = PurePosixPath(path).parts
-    return parts[1] if len(parts) > 1 else ""
-
-
-def writable_tops(task: Task, steps: list[ResolvedStep]) -> list[str]:
-    """The top-level directories that get a private writable bind, checked for conflicts."""
-    tops = list(ALWAYS_WRITABLE)
-    wanted = [("workdir", task.environment.workdir)] + [
-        (s.text, s.path) for s in steps if s.kind in ("workdir", "copy")
-    ]
-    for what, path in wanted:
-        top = _top(path)
-        if not top:
-            raise UnsupportedTaskError(f"task {task.task_id}: {what} targets the root directory {path!r}; the local backend only writes below a top-level directory")
-        if top in READ_ONLY_TOPS:
-            raise UnsupportedTaskError(
-                f"task {task.task_id}: {what} writes below /{top} ({path}), which the local "
-                "backend mounts read-only from the host; use sandbox=docker or sandbox=kubernetes"
-            )
-        if top not in tops:
-            tops.append(top)
-    return tops
 
 
 # --- bubblewrap -----------------------------------------------------------------------------
@@ -260,9 +199,9 @@ class LocalSandbox(ChannelSandboxMixin):
         return self.proc.pid if self.proc else None
 
     def base_env(self) -> dict[str, str]:
-        return {"PATH": BASE_PATH, "HOME": "/root", "LANG": "C.UTF-8", **literal_task_env(self.task)}
+        return base_env(self.task)
 
-    async def __aenter__(self) -> "LocalSandbox":
+    async def __aenter__(self) -> LocalSandbox:
         await self.start()
         return self
 
@@ -277,10 +216,7 @@ class LocalSandbox(ChannelSandboxMixin):
         if self._started:
             return
         t0 = time.monotonic()
-        check_image(self.task, self.allow_any_image)
-        base_env = self.base_env()
-        steps = resolve_build_steps(self.task, base_env)
-        tops = writable_tops(self.task, steps)
+        base_env, steps, tops = plan_local(self.task, self.allow_any_image)
         self._started = True
         try:
             await self._launch(base_env, steps, tops)
@@ -356,11 +292,16 @@ class LocalSandbox(ChannelSandboxMixin):
         try:
             await self.channel.request("ping", timeout=PING_TIMEOUT_S)
         except SandboxError as e:
-            raise SandboxStartError(f"task {self.task.task_id}: the sandbox agent did not come up: {e}") from None
+            raise SandboxStartError(f"task {self.task.task_id}: the sandbox agent did not come up: {e}",
+                                    reason="agent") from None
         if net:
             # only now: before the agent answered, bwrap may still be setting up the
             # namespace's loopback, and slirp4netns racing it kills bwrap (netns.py)
-            await net.start()
+            try:
+                await net.start()
+            except SandboxStartError as e:
+                e.reason = e.reason or "network"
+                raise
             self.stats.extra["network"] = net.describe()
 
     def _stderr_tail(self, n: int = 2000) -> str:
@@ -394,7 +335,7 @@ class LocalSandbox(ChannelSandboxMixin):
             if self.proc.returncode is None:
                 try:
                     await asyncio.wait_for(self.proc.wait(), 2.0)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
             if self.proc.returncode is None:
                 try:
@@ -431,9 +372,9 @@ def _start_time(pid: int) -> str | None:
     return data[data.rindex(")") + 2 :].split()[19]
 
 
-def gc_local(root_dir: Path | None = None, min_age_s: float = 60.0) -> list[str]:
+def gc_local(root_dir: Path | None = None, min_age_s: float = 60.0, dry_run: bool = False) -> list[str]:
     """Remove what crashed drivers left behind: staging dirs whose bwrap is gone, with the
-    cgroups recorded in them. Returns the paths removed."""
+    cgroups recorded in them. Returns the paths removed (or, in a dry run, that would be)."""
     root = Path(root_dir) if root_dir else Path(tempfile.gettempdir()) / "farm-sandboxes"
     removed: list[str] = []
     for d in sorted(root.iterdir()) if root.is_dir() else []:
@@ -451,9 +392,44 @@ def gc_local(root_dir: Path | None = None, min_age_s: float = 60.0) -> list[str]
             dirs = [Path(x) for x in (d / CGROUPS_FILE).read_text().split("\n") if x]
         except OSError:
             dirs = []
-        if dirs:
+        if dirs and not dry_run:
             CgroupLimits(dirs, [], None, 0).remove()
-            removed += [str(x) for x in dirs]
-        _rmtree(d)
+        removed += [str(x) for x in dirs]
+        if not dry_run:
+            _rmtree(d)
         removed.append(str(d))
     return removed
+
+
+class LocalBackend:
+    """``sandbox.backend=local`` for the registry (farm/sandbox/registry.py)."""
+
+    name = "local"
+
+    def open(self, task: Task, cfg: SandboxConfig, *, network: str | None, run_id: str, trial_key: str,
+             attempt: int, role: str) -> LocalSandbox:
+        local = cfg.local  # a bwrap sandbox is named by its staging dir, not by the trial
+        return LocalSandbox(task, network=network, root_dir=_root(local), allow_any_image=local.allow_any_image,
+                            limits=local.limits, public_network=local.public_network)
+
+    def check_task(self, task: Task, cfg: SandboxConfig) -> None:
+        plan_local(task, cfg.local.allow_any_image)
+
+    def check_environment(self, cfg: SandboxConfig) -> None:
+        for tool in ("bwrap",) + (("slirp4netns",) if cfg.local.public_network == "isolated" else ()):
+            if shutil.which(tool) is None:
+                raise ConfigError(f"sandbox.backend=local needs {tool!r} on PATH (Debian packages bubblewrap, slirp4netns)")
+
+    def gc(self, cfg: SandboxConfig, is_run_alive: Callable[[str], bool], *, dry_run: bool = False) -> GcReport:
+        # liveness is the sandbox's own bwrap process, not the run's heartbeat
+        report = GcReport()
+        for path in gc_local(_root(cfg.local), dry_run=dry_run):
+            report.add("cgroup" if path.startswith("/sys/") else "directory", path)
+        return report
+
+
+def _root(local: LocalSandboxConfig) -> Path | None:
+    return Path(os.path.expanduser(local.root_dir)) if local.root_dir else None
+
+
+BACKEND = LocalBackend()

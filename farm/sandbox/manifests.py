@@ -22,14 +22,14 @@ import math
 import re
 import tarfile
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any
 
+from farm.config import CAPABILITY_PROFILES, DEFAULT_EGRESS_EXCEPT
+from farm.config import KubernetesSandboxConfig as KubernetesConfig
 from farm.errors import ConfigError
 from farm.tasks.model import NetworkMode, Task
-
-if TYPE_CHECKING:  # the dataclass lives with the backend that reads it
-    from farm.sandbox.kubernetes import KubernetesConfig
 
 APP_LABEL = "app.kubernetes.io/name"
 APP_NAME = "farm-sandbox"
@@ -60,9 +60,6 @@ SERVER = f"{INSIDE_DIR}/server.py"
 # Capabilities a root process in a benchmark image needs to install packages, chown files and
 # signal its own children; everything else (NET_RAW, MKNOD, SYS_CHROOT, SETPCAP, ...) is dropped.
 ROOT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID")
-CAPABILITY_PROFILES = ("restricted", "none", "runtime-default")
-# Public egress still may not reach cloud metadata or cluster-internal addresses.
-DEFAULT_EGRESS_EXCEPT = ("169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 

@@ -78,7 +78,7 @@ def test_leaf_without_endpoint_is_refused():
 
 def test_backend_sections_are_validated_at_load_time():
     cfg = load_config(["sandbox=kubernetes"])
-    assert cfg.sandbox.backend == "kubernetes" and cfg.sandbox.kubernetes["namespace"] == "farm-sandboxes"
+    assert cfg.sandbox.backend == "kubernetes" and cfg.sandbox.kubernetes.namespace == "farm-sandboxes"
     with pytest.raises(ConfigError, match="namespaec"):
         load_config(["sandbox=kubernetes", "sandbox.kubernetes.namespaec=x"])
 

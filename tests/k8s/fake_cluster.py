@@ -30,7 +30,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from farm.sandbox import manifests as m
-from farm.sandbox.container import ProcStream
+from farm.sandbox.relayed import ProcStream
 from farm.sandbox.local import agent_python, system_binds
 
 

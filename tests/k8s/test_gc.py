@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from farm.sandbox import manifests as m
-from farm.sandbox.gc import gc
+from farm.sandbox.gc import gc_pods as gc
 from farm.sandbox.kubernetes import KubernetesSandbox
 
 from .fake_cluster import FakeCoreV1Api, FakeNetworkingV1Api
@@ -40,8 +40,8 @@ async def test_gc_deletes_only_what_dead_runs_left(tmp_path: Path) -> None:
             return run_id == "run-alive"
 
         report = gc(cluster.core, cluster.net, "farm-test", alive)
-        assert report.pods_deleted == [sandboxes["run-crashed"].name]
-        assert report.policies_deleted == [f"{sandboxes['run-crashed'].name}-deny-egress"]
+        assert report.deleted.get("pod", []) == [sandboxes["run-crashed"].name]
+        assert report.deleted.get("networkpolicy", []) == [f"{sandboxes['run-crashed'].name}-deny-egress"]
         assert report.dead_runs == {"run-crashed"} and sorted(set(asked)) == ["run-alive", "run-crashed"]
         assert report.errors == []
         left = {n for (_, n) in cluster.core.pods}
@@ -50,11 +50,11 @@ async def test_gc_deletes_only_what_dead_runs_left(tmp_path: Path) -> None:
         # ... but an old orphan policy of a live run goes
         fresh["metadata"]["creation_timestamp"] = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
         report = gc(cluster.core, cluster.net, "farm-test", alive)
-        assert report.policies_deleted == ["starting-deny-egress"] and report.pods_deleted == []
+        assert report.deleted.get("networkpolicy", []) == ["starting-deny-egress"] and report.deleted.get("pod", []) == []
         # a live run's pod that ran past its deadline (phase Failed) is garbage too
         cluster.core.pods[("farm-test", sandboxes["run-alive"].name)].kill()
         report = gc(cluster.core, cluster.net, "farm-test", alive, dry_run=True)
-        assert report.pods_deleted == [sandboxes["run-alive"].name]
+        assert report.deleted.get("pod", []) == [sandboxes["run-alive"].name]
         assert cluster.core.pods  # dry run deleted nothing
         for sb in sandboxes.values():
             await sb.close()

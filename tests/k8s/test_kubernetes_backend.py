@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from farm.errors import ConfigError
 from farm.sandbox.base import Sandbox, SandboxLostError, SandboxStartError
-from farm.sandbox.kubernetes import KubernetesConfig, KubernetesSandbox
+from farm.config import KubernetesSandboxConfig
+from farm.sandbox.kubernetes import KubernetesSandbox
 from farm.tasks.model import Task
 
 from ..sandbox.conformance import SandboxConformance, make_task
@@ -61,7 +61,7 @@ class FakeClusterBackend:
         self.net = FakeNetworkingV1Api()
         self.core = FakeCoreV1Api(root, self.net)
         self.execs = FakeExecStream(self.core)
-        self.cfg = KubernetesConfig(namespace="farm-test", toolbox_image="farm-toolbox:test", **cfg)
+        self.cfg = KubernetesSandboxConfig(namespace="farm-test", toolbox_image="farm-toolbox:test", **cfg)
 
     def make(self, task: Task, network: str) -> Sandbox:
         return KubernetesSandbox(task, self.cfg, run_id="run-conformance", trial_key=os.urandom(8).hex(),
@@ -199,12 +199,14 @@ async def test_init_failure_is_a_start_error_and_cleans_up(cluster: FakeClusterB
 async def test_task_without_image_or_missing_from_lock_fails_before_any_pod(cluster: FakeClusterBackend) -> None:
     from farm.errors import UnsupportedTaskError
 
-    with pytest.raises(UnsupportedTaskError, match="no image"):
+    with pytest.raises(UnsupportedTaskError, match="no image") as no_image:
         cluster.make(make_task(image=None), "no-network")
+    assert no_image.value.reason == "no_image"
     cluster.cfg.image_lock = "sweb-v-20260904"
     sb = cluster.make(_image_task(task_id="not-a-swebench-task"), "no-network")
-    with pytest.raises(ConfigError, match="not-a-swebench-task"):
+    with pytest.raises(UnsupportedTaskError, match="not-a-swebench-task") as unlocked:
         await sb.start()
+    assert unlocked.value.reason == "image_lock"
     assert cluster.core.calls == [] and cluster.net.calls == []
 
 
@@ -288,7 +290,8 @@ async def test_websocket_adapter_carries_the_protocol() -> None:
     import sys
 
     from farm.sandbox.channel import Channel
-    from farm.sandbox.kubernetes import INSIDE_SRC, WebSocketStream
+    from farm.sandbox.kubernetes import WebSocketStream
+    from farm.sandbox.relayed import INSIDE_SRC
 
     ws = FakeWSClient([sys.executable, str(INSIDE_SRC / "server.py")])
     stream = WebSocketStream(ws, asyncio.get_running_loop(), 16 << 20)

@@ -10,7 +10,8 @@ import yaml
 
 from farm.errors import ConfigError
 from farm.sandbox import manifests as m
-from farm.sandbox.kubernetes import INSIDE_SRC, RELAY_SRC, KubernetesConfig
+from farm.config import KubernetesSandboxConfig
+from farm.sandbox.relayed import INSIDE_SRC, RELAY_SRC
 from farm.tasks.sources import load_benchmark
 from tests.shared import shared_path
 
@@ -35,8 +36,8 @@ def tasks(request) -> list:
 
 
 CONFIGS = {
-    "default": KubernetesConfig(),
-    "hardened": KubernetesConfig(
+    "default": KubernetesSandboxConfig(),
+    "hardened": KubernetesSandboxConfig(
         runtime_class="gvisor", node_selector={"farm.dev/pool": "sandbox"},
         tolerations=[{"key": "farm.dev/sandbox", "operator": "Exists", "effect": "NoSchedule"}],
         service_account="farm-sandbox", pull_secrets=["mirror-creds"], labels={"team": "eval"},
@@ -133,7 +134,7 @@ def test_infra_manifests_validate_and_rbac_is_minimal() -> None:
     assert policy["spec"]["podSelector"]["matchLabels"] == {m.APP_LABEL: m.APP_NAME}
     assert policy["spec"]["egress"] == [] and policy["spec"]["policyTypes"] == ["Egress"]
     sandbox_ns = {d["metadata"]["namespace"] for d in docs if d["kind"] != "Namespace"}
-    assert sandbox_ns == {KubernetesConfig().namespace}
+    assert sandbox_ns == {KubernetesSandboxConfig().namespace}
 
 
 def test_cluster_doc_matches_the_manifests() -> None:
@@ -149,5 +150,5 @@ def test_cluster_doc_matches_the_manifests() -> None:
                   "tolerations", "keep_pods", "capabilities", "cpu_limit_factor", "pod_lifetime_s",
                   "unschedulable_grace_s", "public_egress_except"):
         assert f"sandbox.kubernetes.{field}" in doc or f"`{field}`" in doc, field
-        assert hasattr(KubernetesConfig(), field)
-    assert KubernetesConfig().namespace in doc and m.FARM_MOUNT + "/python" in doc
+        assert hasattr(KubernetesSandboxConfig(), field)
+    assert KubernetesSandboxConfig().namespace in doc and m.FARM_MOUNT + "/python" in doc

@@ -25,8 +25,10 @@ import yaml
 from farm.sandbox import manifests as m
 from farm.sandbox.base import Sandbox
 from farm.sandbox.channel import Channel
-from farm.sandbox.container import ContainerConfig, ContainerSandbox
-from farm.sandbox.kubernetes import INSIDE_SRC, RELAY_SRC, KubernetesConfig
+from farm.config import DockerSandboxConfig
+from farm.sandbox.container import ContainerSandbox
+from farm.config import KubernetesSandboxConfig
+from farm.sandbox.relayed import INSIDE_SRC, RELAY_SRC
 from farm.tasks.model import Task
 
 from ..sandbox.conformance import SandboxConformance, make_task
@@ -95,7 +97,7 @@ def _task(**kw: Any) -> Task:
 
 
 async def test_kube_play_runs_the_generated_pod(podman_env: dict[str, str], tmp_path: Path) -> None:
-    cfg = KubernetesConfig(namespace="default", toolbox_image=TOOLBOX_IMAGE)
+    cfg = KubernetesSandboxConfig(namespace="default", toolbox_image=TOOLBOX_IMAGE)
     task = _task(workdir="/testbed", env={"FARM_TASK_VAR": "from the manifest"})
     name = m.pod_name("podman", "kube-play", uuid.uuid4().hex)
     pod = m.pod_manifest(task, cfg, name=name, run_id="run-podman", trial_key="k", image=BASE_IMAGE,
@@ -132,7 +134,7 @@ class PodmanBackend:
     shares_host_loopback = False
 
     def __init__(self) -> None:
-        self.cfg = ContainerConfig(engine="podman", toolbox_image=TOOLBOX_IMAGE, pull="never")
+        self.cfg = DockerSandboxConfig(engine="podman", toolbox_image=TOOLBOX_IMAGE, pull="never")
 
     def make(self, task: Task, network: str) -> Sandbox:
         return ContainerSandbox(task, self.cfg, run_id="run-podman", trial_key=uuid.uuid4().hex, network=network)  # type: ignore[arg-type]

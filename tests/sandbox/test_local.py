@@ -13,7 +13,7 @@ import pytest
 
 import farm.sandbox.local as local
 from farm.errors import UnsupportedTaskError
-from farm.sandbox.base import Sandbox, SandboxStartError
+from farm.sandbox.base import Sandbox, SandboxStartError, ToolRequest
 from farm.sandbox.local import LocalSandbox, check_image, image_repository
 from farm.tasks.model import BuildStep, Resources, Task
 
@@ -157,8 +157,9 @@ def test_image_allowlist(image: str | None, generic: bool) -> None:
     if generic:
         check_image(task)
     else:
-        with pytest.raises(UnsupportedTaskError, match="needs the contents of image"):
+        with pytest.raises(UnsupportedTaskError, match="needs the contents of image") as refused:
             check_image(task)
+        assert refused.value.reason == "image_refused"
 
 
 def test_image_repository_parsing() -> None:
@@ -249,8 +250,11 @@ async def test_tool_op_reaches_leaf_tools_inside_bwrap(sandbox_root: Path) -> No
     if not (local.INSIDE_DIR / "leaf_tools.py").exists():
         pytest.skip("leaf_tools.py is not in farm/sandbox/inside yet")
     async with LocalSandbox(make_task(), root_dir=sandbox_root) as sb:
-        res = await sb.call("tool", name="Bash", args={"command": "echo from-tool; pwd"}, workdir="/app", limits={})
-        assert "from-tool" in res["observation"] and "/app" in res["observation"]
+        res = await sb.tool(ToolRequest("Bash", {"command": "echo from-tool; pwd"}, "/app"))
+        assert "from-tool" in res.observation and "/app" in res.observation and res.error is None
+        missing = await sb.tool(ToolRequest("Read", {"file_path": "/app/none.txt"}, "/app"))
+        assert missing.error is not None and missing.observation.startswith(missing.error)
+        assert (await sb.stat("/app")).is_dir and not (await sb.stat("/app/none.txt")).exists
 
 
 async def test_first_start_collects_leftovers(tmp_path: Path) -> None:
@@ -275,8 +279,8 @@ async def test_dockerfile_env_is_expanded_once_for_exec_and_tools(sandbox_root: 
         if (local.INSIDE_DIR / "leaf_tools.py").exists():
             # KEEP reaches the tool only through the injected limits.env (PATH is left out:
             # the Bash tool runs a login shell, and Debian's /etc/profile resets PATH)
-            res = await sb.call("tool", name="Bash", args={"command": 'echo "$MODE|$KEEP|$LITERAL"'}, workdir="/app", limits={})
-            assert "toml-override|k|$NOT_EXPANDED" in res["observation"]
+            res = await sb.tool(ToolRequest("Bash", {"command": 'echo "$MODE|$KEEP|$LITERAL"'}, "/app"))
+            assert "toml-override|k|$NOT_EXPANDED" in res.observation
 
 
 async def test_public_network_is_isolated_from_host_loopback(tmp_path: Path) -> None:

@@ -1,0 +1,332 @@
+"""What the relay-backed backends (a Kubernetes pod, a Docker/Podman container) share.
+
+Both run the task image with ``relay.py serve`` as PID 1 and reach the sandbox agent through
+an exec stream (``relay.py attach``) that may break; they differ only in how the pod or
+container is created, reached and removed. This module holds the common part once: the
+reconnecting channel, the image policy, the start sequence (create, connect, ping, log dirs,
+build steps), close, and the preflight check of a task. A backend subclasses
+``RelaySandbox`` and provides ``_create``, ``_open_stream``, ``_why_dead`` and ``_destroy``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from farm.config import DockerSandboxConfig, KubernetesSandboxConfig
+from farm.errors import FarmError, UnsupportedTaskError
+from farm.sandbox import manifests as m
+from farm.sandbox.base import (
+    SandboxClosedError,
+    SandboxError,
+    SandboxLostError,
+    SandboxStartError,
+    SandboxStats,
+)
+from farm.sandbox.build import replay_build_steps, resolve_build_steps
+from farm.sandbox.channel import Channel
+from farm.sandbox.channel_sandbox import ChannelSandboxMixin
+from farm.tasks.image_lock import apply_image_policy, load_image_lock
+from farm.tasks.model import NetworkMode, Task
+
+log = logging.getLogger(__name__)
+
+INSIDE_SRC = Path(__file__).with_name("inside")
+RELAY_SRC = Path(__file__).with_name("relay.py")
+LOG_DIRS = ("/logs/verifier", "/logs/agent", "/logs/artifacts", "/tests", "/solution")
+# what the image's environment gives a root shell when the task does not say otherwise
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+ROOT_ENV = {"HOME": "/root", "PATH": DEFAULT_PATH}
+
+RelayConfig = KubernetesSandboxConfig | DockerSandboxConfig
+
+
+# --- streams and the reconnecting channel ---------------------------------------------------
+
+
+class StreamPair(Protocol):
+    reader: asyncio.StreamReader
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def describe(self) -> str: ...
+
+
+class ProcStream:
+    """A subprocess's stdin/stdout as the stream pair a ReconnectingChannel reads and writes."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.reader = proc.stdout  # type: ignore[assignment]
+
+    def write(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+
+    async def drain(self) -> None:
+        assert self.proc.stdin is not None
+        await self.proc.stdin.drain()
+
+    def close(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+
+    def describe(self) -> str:
+        return f"exec stream exit status {self.proc.returncode}"
+
+
+class _NoStream:
+    async def readline(self) -> bytes:
+        return b""
+
+    def write(self, data: bytes) -> None:
+        raise RuntimeError("no stream")
+
+    async def drain(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class ReconnectingChannel(Channel):
+    """A Channel whose requests survive the loss of the underlying stream.
+
+    On ``SandboxLostError`` a new stream is opened (at most ``max_reconnects`` times per
+    sandbox) and the same request id is sent again; the agent de-duplicates by id, so a lost
+    reply is re-read and a running command is re-attached, never re-run.
+    """
+
+    def __init__(self, open_stream: Callable[[], Awaitable[StreamPair]], *, name: str,
+                 max_reconnects: int, alive: Callable[[], Awaitable[str | None]]) -> None:
+        self._open_stream = open_stream
+        self._max_reconnects = max_reconnects
+        self._alive = alive  # None if the sandbox can still serve, else why not
+        self._inner: Channel | None = None
+        self._stream: StreamPair | None = None
+        self._reopen_lock = asyncio.Lock()
+        self.reconnects = 0
+        super().__init__(_NoStream(), _NoStream(), name=name)
+
+    async def connect(self) -> None:
+        stream = await self._open_stream()
+        inner = Channel(stream.reader, stream, name=self._name, describe_loss=stream.describe)
+        inner.start()
+        self._stream, self._inner = stream, inner
+
+    async def _reopen(self, broken: Channel) -> None:
+        async with self._reopen_lock:
+            if self._inner is not broken:
+                return  # another request already re-opened the stream
+            if self.reconnects >= self._max_reconnects:
+                raise broken.lost or SandboxLostError(f"{self._name}: channel lost")
+            why = await self._alive()
+            if why:
+                raise SandboxLostError(f"{self._name}: channel lost and the sandbox cannot serve: {why}")
+            self.reconnects += 1
+            log.warning("%s: exec stream lost (%s); re-opening (%d/%d)", self._name, broken.lost,
+                        self.reconnects, self._max_reconnects)
+            await broken.close()
+            await self.connect()
+
+    async def request(self, op: str, args: Mapping[str, Any] | None = None, *,
+                      timeout: float | None = 300.0, request_id: str | None = None) -> dict[str, Any]:
+        if self._closed:
+            raise SandboxClosedError(f"{self._name}: channel is closed")
+        rid = request_id or uuid.uuid4().hex
+        while True:
+            inner = self._inner
+            if inner is None:
+                raise SandboxClosedError(f"{self._name}: channel is not connected")
+            try:
+                result = await inner.request(op, args, timeout=timeout, request_id=rid)
+                self.requests += 1
+                return result
+            except SandboxLostError:
+                if self._closed:
+                    raise SandboxClosedError(f"{self._name}: closed while a request was pending") from None
+                await self._reopen(inner)
+
+    async def shutdown(self) -> None:
+        """Ask the agent to stop (best effort: the sandbox is removed next anyway), then close."""
+        inner = self._inner
+        if inner is not None and inner.lost is None:
+            try:
+                await asyncio.wait_for(inner.request("shutdown", {}, timeout=10), 15)
+            except Exception:  # noqa: BLE001 - removal below is what guarantees the outcome
+                pass
+        await self.close()
+        if self._stream is not None:
+            self._stream.close()
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._inner is not None:
+            await self._inner.close()
+
+
+# --- image policy and preflight -------------------------------------------------------------
+
+
+def resolve_image(task: Task, cfg: RelayConfig, backend: str) -> str:
+    """The image reference the sandbox runs: registry mirror, then the digest lock.
+
+    Raises:
+        UnsupportedTaskError: the task has no image (``no_image``) or the lock has no digest
+            for it (``image_lock``).
+        ConfigError: the lock itself cannot be loaded.
+    """
+    if task.environment.image is None:
+        raise UnsupportedTaskError(
+            f"task {task.benchmark}/{task.task_id} has no image; sandbox={backend} needs one", reason="no_image")
+    lock = load_image_lock(cfg.image_lock) if cfg.image_lock else None
+    if lock is not None and task.task_id not in lock.digests:
+        raise UnsupportedTaskError(
+            f"image lock {lock.name!r} has no digest for task {task.task_id!r}; refusing to run it unpinned "
+            "(remove the lock or select locked tasks only)", reason="image_lock")
+    (resolved,) = apply_image_policy([task], registry=cfg.image_registry, lock=lock)
+    return resolved.environment.image  # type: ignore[return-value]
+
+
+def check_relay_task(task: Task, cfg: RelayConfig, backend: str) -> None:
+    """Preflight: everything a relay-backed start would refuse before any pod or container.
+
+    Raises:
+        UnsupportedTaskError, TaskFormatError: as ``RelaySandbox.start`` would.
+    """
+    resolve_image(task, cfg, backend)
+    resolve_build_steps(task, {**ROOT_ENV, **task.environment.env})
+
+
+# --- the sandbox ----------------------------------------------------------------------------
+
+
+class RelaySandbox(ChannelSandboxMixin):
+    """A task image with the relay as PID 1, reached through re-openable exec streams."""
+
+    backend = "relay"
+    cfg: RelayConfig
+
+    def __init__(self, task: Task, cfg: RelayConfig, *, run_id: str, trial_key: str, attempt: int,
+                 role: str, network: NetworkMode) -> None:
+        if task.environment.image is None:
+            resolve_image(task, cfg, self.backend)  # raises the typed refusal
+        self.task, self.cfg, self.run_id, self.trial_key, self.role = task, cfg, run_id, trial_key, role
+        self.network: NetworkMode = network
+        self.name = m.pod_name(task.benchmark.replace("_", "-"), task.task_id, trial_key, attempt,
+                               "" if role == "agent" else role)
+        self.stats = SandboxStats()
+        self.channel: ReconnectingChannel | None = None
+        self.image: str | None = None
+        self.pod: dict[str, Any] | None = None
+        self._phase = "new"  # new -> start -> build -> ready -> closing -> closed
+        self._workdir = task.workdir
+        self._env: dict[str, str] = {}
+
+    # --- what a backend provides -----------------------------------------------------------
+
+    def _spec_config(self) -> KubernetesSandboxConfig:
+        """The settings pod_manifest reads (the pod's own config, or a container's equivalent)."""
+        raise NotImplementedError
+
+    def _describe(self) -> dict[str, Any]:
+        """Backend-specific facts for ``stats.extra`` (pod and namespace, container and engine)."""
+        return {}
+
+    async def _create(self) -> None:
+        """Bring up ``self.pod`` and return once the task container runs."""
+        raise NotImplementedError
+
+    async def _open_stream(self) -> StreamPair:
+        raise NotImplementedError
+
+    async def _why_dead(self) -> str | None:
+        """None while the sandbox can serve a new stream, else why not."""
+        raise NotImplementedError
+
+    async def _destroy(self, force: bool) -> None:
+        """Remove what ``_create`` made (``force``: even if the config says keep it)."""
+        raise NotImplementedError
+
+    # --- the shared sequence ---------------------------------------------------------------
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend} sandbox {self.name}"
+
+    async def start(self) -> None:
+        if self._phase != "new":
+            raise SandboxError(f"{self.name}: start() called twice")
+        self._phase = "start"
+        t0 = time.monotonic()
+        self.image = resolve_image(self.task, self.cfg, self.backend)  # refused before anything exists
+        self.pod = m.pod_manifest(self.task, self._spec_config(), name=self.name, run_id=self.run_id,
+                                  trial_key=self.trial_key, image=self.image,
+                                  inside_b64=m.pack_inside(INSIDE_SRC, [RELAY_SRC]), network=self.network,
+                                  role=self.role)
+        self.stats.extra.update({"image": self.image, **self._describe(),
+                                 "agent_network" if self.role == "agent" else "verifier_network": self.network})
+        try:
+            await self._create()
+            self.channel = ReconnectingChannel(self._open_stream, name=self.label,
+                                               max_reconnects=self.cfg.max_reconnects, alive=self._why_dead)
+            await self.channel.connect()
+            await self.channel.request("ping", {}, timeout=60)
+            await self._prepare()
+        except BaseException as e:
+            await self._teardown(force=True)
+            self._phase = "closed"
+            if isinstance(e, SandboxError) and not isinstance(e, SandboxStartError):
+                raise SandboxStartError(f"{self.name}: the sandbox agent did not answer: {e}", reason="agent") from e
+            if isinstance(e, FarmError) or not isinstance(e, Exception):
+                raise
+            raise SandboxStartError(f"{self.name}: start failed: {e!r}") from e
+        self.stats.start_s = time.monotonic() - t0
+        self._phase = "ready"
+
+    async def _prepare(self) -> None:
+        """Create the Harbor log dirs and replay the task's interpreted Dockerfile steps."""
+        assert self.channel is not None
+        mk = " ".join([*LOG_DIRS, self.task.workdir])
+        res = await self.channel.exec(f"mkdir -p {mk}", timeout_s=60, cwd="/")
+        if res.exit_code != 0:
+            raise SandboxStartError(f"{self.name}: could not create {mk}: {res.output[-500:]}", reason="agent")
+        # variables expand against what the image's env would give a root shell
+        steps = resolve_build_steps(self.task, {**ROOT_ENV, **self.task.environment.env})
+        self._phase = "build"
+        await replay_build_steps(self, self.task, steps)
+        for step in steps:
+            if step.kind == "workdir":
+                self._workdir = step.path
+        self._env = dict(steps[-1].env) if steps else {}
+
+    def _ch(self) -> ReconnectingChannel:
+        if self._phase in ("closing", "closed"):
+            raise SandboxClosedError(f"{self.name}: sandbox is closed")
+        if self.channel is None or self._phase not in ("ready", "build"):
+            raise SandboxError(f"{self.name}: sandbox was not started")
+        return self.channel
+
+    async def close(self) -> None:
+        if self._phase == "closed":
+            return
+        self._phase = "closing"
+        if self.channel is not None:
+            self.stats.requests = self.channel.requests
+            self.stats.extra["reconnects"] = self.channel.reconnects
+        await self._teardown(force=False)
+        self._phase = "closed"
+
+    async def _teardown(self, force: bool) -> None:
+        if self.channel is not None:
+            await self.channel.shutdown()
+        await self._destroy(force)
