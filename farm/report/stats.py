@@ -107,8 +107,8 @@ def bootstrap_ratio(
         ti, si = _resample_indices(rng, n_tasks, n_seeds, b)
         n = num[ti, si].sum(axis=(1, 2))
         d = den[ti, si].sum(axis=(1, 2))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            stats.append(np.where(d > 0, n / np.where(d > 0, d, 1), np.nan))
+        # a resample without any graded cell has no rate: NaN, left out of the percentiles
+        stats.append(np.where(d > 0, n / np.where(d > 0, d, 1), np.nan))
     values = np.concatenate(stats) * PCT
     return _percentile_ci(values, opts.level)
 
