@@ -65,7 +65,7 @@ class Usage:
     reasoning_tokens: int | None = None
 
     @classmethod
-    def from_json(cls, data: Any) -> "Usage":
+    def from_json(cls, data: Any) -> Usage:
         if not isinstance(data, dict):
             return cls()
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from farm.agent.execution import ToolCall, ToolExecutor
 from farm.agent.llm import LLMClient, LLMError, Reply, Usage

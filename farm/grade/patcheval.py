@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 import shlex
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from farm.sandbox.base import Sandbox
 from farm.tasks.model import Task

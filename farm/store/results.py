@@ -62,7 +62,7 @@ class ResultStore:
     @classmethod
     def open(
         cls, uri: str, endpoint_url: str | None = None, region: str | None = None, create: bool = True
-    ) -> "ResultStore":
+    ) -> ResultStore:
         parsed = urlparse(uri)
         if parsed.scheme == "s3":
             if not parsed.netloc:

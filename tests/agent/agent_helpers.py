@@ -10,7 +10,6 @@ from farm.config import AgentConfig
 from farm.sandbox.inside import server
 from farm.tasks.model import Environment, Task, VerifierSpec
 
-
 # A login shell sources ~/.profile; the host's (pyenv) takes ~0.4 s, a sandbox's does not.
 QUIET_HOME = tempfile.mkdtemp(prefix="farm-agent-home-")
 

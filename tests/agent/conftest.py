@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
+from agent_helpers import make_task
 
 from farm.agent.llm import LLMClient
 from farm.agent.policies.server import PolicyServer, start_policy_server
 from farm.config import ModelConfig
-from agent_helpers import make_task
 from farm.sandbox.local import LocalSandbox
 
 

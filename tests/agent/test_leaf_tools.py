@@ -7,9 +7,9 @@ import ast
 from pathlib import Path
 
 import pytest
+from agent_helpers import QUIET_HOME, tool_agent
 
 from farm.sandbox.inside import leaf_tools
-from agent_helpers import QUIET_HOME, tool_agent
 
 AGENT = tool_agent()
 

@@ -7,8 +7,8 @@ import json
 import time
 
 import pytest
-
 from agent_helpers import agent_cfg, sandbox_file
+
 from farm.agent import run_agent
 from farm.agent.llm import LLMClient
 from farm.config import ModelConfig

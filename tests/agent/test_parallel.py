@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from agent_helpers import agent_cfg, sandbox_file
+
 from farm.agent import run_agent
 from farm.agent.execution import ToolCall, ToolExecutor
 

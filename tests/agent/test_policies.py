@@ -6,8 +6,8 @@ import json
 
 import httpx
 import pytest
-
 from agent_helpers import agent_cfg, sandbox_file
+
 from farm.agent import run_agent
 from farm.agent.policies.server import start_policy_server
 from farm.agent.tokens import TokenCounter

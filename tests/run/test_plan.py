@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import pyarrow as pa
-
 from farm.run.plan import build_plan, resume, trial_key
 from farm.store.schema import TRIALS_SCHEMA, TrialResult, to_table
 from farm.tasks.model import Environment, Task, VerifierSpec

@@ -101,7 +101,7 @@ class _Row:
     c: float = 0.0
     d: bool = False
     e: list[str] = field(default_factory=list)
-    f: "list[float] | None" = None
+    f: list[float] | None = None
 
 
 def test_arrow_schema_from_a_dataclass():
