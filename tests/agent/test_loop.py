@@ -125,6 +125,7 @@ async def test_cancel_during_a_tool_call(sandbox, policy, llm_for):
         (5000, 100, 0, None, "max_context_len"),
         (None, 100, 2000, 100, "max_tokens_per_turn"),  # no usage: only the cap can say
         (1000, None, 2000, None, "max_context_len"),
+        (0, 1, 1, 1, "max_context_len"),  # a context of one token is still a limit
     ],
 )
 def test_length_exit_reason(prompt, completion, max_ctx, cap, expected):
