@@ -37,7 +37,7 @@ GROUPS: dict[str, dict[str, list[str]]] = {
         "only_mutate": ["farm/sandbox/inside/*.py"],
         "pytest_add_cli_args_test_selection": [
             "tests/sandbox/test_inside_server.py", "tests/sandbox/test_inside_procs.py",
-            "tests/agent/test_leaf_tools.py",
+            "tests/agent/test_leaf_tools.py", "tests/agent/test_leaf_tools_rules.py",
         ],
     },
 }

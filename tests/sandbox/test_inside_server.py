@@ -143,7 +143,7 @@ def test_unexpected_errors_are_logged_with_a_traceback(agent, monkeypatch, capsy
 
     monkeypatch.setattr(agent, "op_boom", boom, raising=False)
     assert error(agent, "boom") == {"type": "KeyError", "message": "'surprise'"}
-    assert "op boom failed" in capsys.readouterr().err
+    assert capsys.readouterr().err.startswith("farm-sandbox-agent: op boom failed:\nTraceback")
     error(agent, "read", path="/nonexistent/x")  # an expected error: no traceback
     assert "Traceback" not in capsys.readouterr().err
 

@@ -128,7 +128,7 @@ class Agent:
         if op == "shutdown" and resp["ok"]:
             self.shutdown_now(0)
 
-    def shutdown_now(self, code):
+    def shutdown_now(self, code):  # pragma: no mutate block (ends the process: subprocess tests only)
         if self.stopping:
             return
         self.stopping = True
@@ -248,7 +248,7 @@ class Agent:
         return leaf_tools.run_tool(name, args or {}, workdir, limits or {}, exec_fn)
 
 
-def _private_stdio():
+def _private_stdio():  # pragma: no mutate block (the agent's own process only)
     """Move the protocol stream off fds 0/1 so children cannot read or write it."""
     in_fd = os.dup(0)
     out_fd = os.dup(1)
@@ -261,7 +261,7 @@ def _private_stdio():
     return os.fdopen(in_fd, "rb", buffering=1 << 16), os.fdopen(out_fd, "wb", buffering=1 << 16)
 
 
-def main():
+def main():  # pragma: no mutate block (the agent's own process only)
     inp, out = _private_stdio()
     sys.stdout = sys.stderr
     agent = Agent(out)
