@@ -35,7 +35,11 @@ class BenchmarkConfig:
     path: Optional[str] = None  # a directory of Harbor-format tasks (overrides the source)
     task_ids: List[str] = field(default_factory=list)
     limit: Optional[int] = None
-    cache_dir: str = "~/.cache/farm/tasks"
+    sample: Optional[int] = None  # a random subset of this many tasks (seeded by sample_seed)
+    sample_seed: int = 0
+    strict: bool = False  # a task that fails to load fails the command (default: reported, skipped)
+    mirror: Optional[str] = None  # replaces the source's git URL: a bare repo, a checkout, or a URL
+    cache_dir: Optional[str] = None  # null: $FARM_CACHE_DIR/sources, else ~/.cache/farm/sources
 
 
 @dataclass
@@ -273,7 +277,7 @@ POSITIVE: tuple[str, ...] = (
 )
 NON_NEGATIVE: tuple[str, ...] = (
     "agent.max_context_tokens", "model.max_retries", "model.temperature", "run.retry_backoff_s",
-    "sandbox.kubernetes.unschedulable_grace_s", "sandbox.kubernetes.max_reconnects", "sandbox.docker.max_reconnects",
+    "benchmark.sample", "sandbox.kubernetes.unschedulable_grace_s", "sandbox.kubernetes.max_reconnects", "sandbox.docker.max_reconnects",
 )
 # Optional numbers that, when set, must be > 0.
 POSITIVE_IF_SET: tuple[str, ...] = ("agent.max_total_time_s", "sandbox.kubernetes.pod_lifetime_s")
@@ -289,7 +293,8 @@ NON_EMPTY: tuple[str, ...] = (
 # the config hash so that resuming with more workers or another store is the same run.
 NOT_HASHED = (
     "run.id", "run.new", "run.max_in_flight", "run.executor", "run.ray_address", "run.workers", "run.max_concurrent_starts",
-    "run.progress", "run.max_attempts", "run.retry_backoff_s", "store", "serve.host", "serve.port",
+    "run.progress", "run.max_attempts", "run.retry_backoff_s", "store",
+    "benchmark.strict", "benchmark.mirror", "benchmark.cache_dir", "serve.host", "serve.port",
     "serve.ready_timeout_s", "serve.app_name", "serve.num_cpus", "report", "sandbox.local.root_dir",
 )
 
