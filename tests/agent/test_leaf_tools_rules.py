@@ -143,7 +143,8 @@ def test_bash_env_comes_from_the_limits(workspace):
 def test_none_limits_fall_back_to_the_defaults(workspace):
     (workspace / "big").write_text("x" * 25000)
     res = run("Read", {"file_path": "big"}, workspace, read_output_chars=None, truncation=None)
-    assert res["truncated"] is True and len(res["observation"]) == 20000 + len(f"\n[truncated {25000 + 7 - 20000} chars]")
+    marker = f"\n[truncated {25000 + 7 - 20000} chars]"  # "big\n1. " adds 7 characters
+    assert res["truncated"] is True and len(res["observation"]) == 20000 + len(marker)
     assert res["output_chars"] == len(res["observation"])
 
 

@@ -43,7 +43,8 @@ def _task(tmp_path: Path, repos: list[str], *, repo_name: str = "", fix_run: str
     (ws / "fix.patch").write_text("the reference fix\n")
     (ws / "llm.patch").write_text("payload\n")
     (ws / ".hidden").write_text("payload\n")
-    env = Environment(workdir="/workspace", build_context=ctx, build_steps=(BuildStep("copy", "workspace", "/workspace"),))
+    env = Environment(workdir="/workspace", build_context=ctx,
+                      build_steps=(BuildStep("copy", "workspace", "/workspace"),))
     return Task(benchmark="patcheval", task_id="CVE-1", instruction="", environment=env,
                 verifier=VerifierSpec(protocol="patcheval"), verifier_timeout_s=timeout_s,
                 agent_network="no-network", verifier_network="no-network", metadata={"repo_name": repo_name})

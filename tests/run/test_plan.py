@@ -18,7 +18,8 @@ def test_trial_key_is_stable_and_distinct():
 
 def test_plan_is_task_major_cartesian_product():
     plan = build_plan("r", [_task("t1"), _task("t2")], 2, [("a", "m"), ("b", "m")])
-    assert [(s.task_id, s.seed, s.arm) for s in plan][:4] == [("t1", 0, "a"), ("t1", 0, "b"), ("t1", 1, "a"), ("t1", 1, "b")]
+    assert [(s.task_id, s.seed, s.arm) for s in plan][:4] == [
+        ("t1", 0, "a"), ("t1", 0, "b"), ("t1", 1, "a"), ("t1", 1, "b")]
     assert len(plan) == 8
 
 

@@ -126,7 +126,8 @@ def test_each_command_gets_its_tag_in_the_environment(runner):
 
 def test_the_command_shell_is_a_subreaper(runner, tmp_path: Path):
     # an orphan of the command re-parents to its shell, not to init: it cannot leave the tree
-    res = run(runner, "(sleep 5 & echo $! > orphan) ; sleep 0.2; ps -o ppid= -p $(cat orphan); echo $$; kill $(cat orphan)",
+    res = run(runner,
+              "(sleep 5 & echo $! > orphan) ; sleep 0.2; ps -o ppid= -p $(cat orphan); echo $$; kill $(cat orphan)",
               cwd=str(tmp_path))
     ppid, shell = res["stdout"].split()
     assert ppid == shell
@@ -150,9 +151,9 @@ def test_cwd_env_and_a_missing_cwd(runner, tmp_path: Path):
     res = run(runner, "pwd; echo $A$B", cwd=str(tmp_path), env={"A": 1, "B": "x"})
     assert res["stdout"] == f"{tmp_path}\n1x\n"
     missing = run(runner, "echo never", cwd=str(tmp_path / "gone"))
-    assert missing == {"exit_code": 1, "stdout": "", "stderr": f"farm: cannot run in {tmp_path / 'gone'}: no such directory\n",
-                       "timed_out": False, "duration_s": 0.0, "truncated": False,
-                       "output_bytes": len(f"farm: cannot run in {tmp_path / 'gone'}: no such directory\n")}
+    msg = f"farm: cannot run in {tmp_path / 'gone'}: no such directory\n"
+    assert missing == {"exit_code": 1, "stdout": "", "stderr": msg, "timed_out": False, "duration_s": 0.0,
+                       "truncated": False, "output_bytes": len(msg)}
     assert run(runner, "echo $HOME", env=None)["stdout"] == os.environ.get("HOME", "") + "\n"
 
 

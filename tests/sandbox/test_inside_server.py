@@ -108,7 +108,8 @@ def test_handle_line_runs_requests_and_answers_a_resent_id_from_memory(agent, tm
 
 
 def test_a_resent_id_while_running_is_answered_once(agent, tmp_path):
-    req = json.dumps({"id": "slow", "op": "exec", "args": {"command": "sleep 0.3; echo once >> %s; echo ok" % (tmp_path / "m")}})
+    cmd = f"sleep 0.3; echo once >> {tmp_path / 'm'}; echo ok"
+    req = json.dumps({"id": "slow", "op": "exec", "args": {"command": cmd}})
     agent.handle_line(req.encode())
     time.sleep(0.05)
     agent.handle_line(req.encode())  # attaches to the running request
@@ -167,7 +168,7 @@ def test_shutdown_answers_then_stops(agent, monkeypatch):
 
 def test_ping(agent):
     pong = ok(agent, "ping")
-    assert pong == {"pid": os.getpid(), "python": "%d.%d.%d" % sys.version_info[:3]}
+    assert pong == {"pid": os.getpid(), "python": ".".join(map(str, sys.version_info[:3]))}
 
 
 # --- files -------------------------------------------------------------------------------------

@@ -82,7 +82,7 @@ def _int_arg(args, key, default):
     try:
         return int(value)
     except (TypeError, ValueError):
-        raise ToolInputError("%s must be an integer, got %r" % (key, value))
+        raise ToolInputError("%s must be an integer, got %r" % (key, value)) from None
 
 
 def _read_text(path):
@@ -186,7 +186,8 @@ def bash_timeout(args, default_s, max_s=None):
         else:
             seconds = float(default_s)
     except (TypeError, ValueError):
-        raise ToolInputError("timeout must be a number of seconds, got %r" % (raw_ms if raw_ms is not None else raw))
+        shown = raw_ms if raw_ms is not None else raw
+        raise ToolInputError("timeout must be a number of seconds, got %r" % shown) from None
     if seconds != seconds:  # NaN
         raise ToolInputError("timeout must be a number of seconds, got %r" % raw)
     seconds = max(seconds, MIN_BASH_TIMEOUT_S)

@@ -89,7 +89,8 @@ class Agent:
             if not isinstance(rid, str) or not isinstance(op, str) or not isinstance(args, dict):
                 raise ValueError("id and op must be strings and args an object")
         except (ValueError, KeyError, TypeError) as e:
-            self.send({"id": None, "ok": False, "error": {"type": "ProtocolError", "message": "bad request line: %s" % e}})
+            error = {"type": "ProtocolError", "message": "bad request line: %s" % e}
+            self.send({"id": None, "ok": False, "error": error})
             return
         with self.state_lock:
             if rid in self.done:
@@ -150,7 +151,8 @@ class Agent:
     def op_exec(self, command, timeout_s=120.0, cwd=None, env=None, merge_stderr=False, output_cap=DEFAULT_OUTPUT_CAP):
         return self.run_command(command, timeout_s, cwd, env, merge_stderr, output_cap)
 
-    def run_command(self, command, timeout_s=120.0, cwd=None, env=None, merge_stderr=False, output_cap=DEFAULT_OUTPUT_CAP):
+    def run_command(self, command, timeout_s=120.0, cwd=None, env=None, merge_stderr=False,
+                    output_cap=DEFAULT_OUTPUT_CAP):
         return procs.run_command(self.procs, command, timeout_s, cwd, env, merge_stderr, output_cap)
 
     def op_read(self, path, offset=0, length=MAX_READ_CHUNK):
