@@ -26,6 +26,10 @@ CELL_STATUSES = (*STATUSES, MISSING)
 # missing trials are excluded from the "graded" denominator only.
 GRADED = ("resolved", "unresolved", "model_error")
 
+# Trials the backend refused in the preflight (farm/run/preflight.py): never started, so they
+# are listed as "not run" with their reason rather than counted among the attempts that failed.
+NOT_RUN_PREFIX = "task_unsupported:"
+
 PLAN_COLUMNS = ("trial_key", "benchmark", "task_id", "seed", "arm", "model")
 REQUIRED_META = ("run_id", "config_hash", "config")
 
@@ -214,3 +218,27 @@ def outcome_groups(run: RunData) -> list[Group]:
             )
         )
     return groups
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """Trials of one group that the backend could never run, for one reason."""
+
+    reason: str
+    task_ids: tuple[str, ...]  # sorted, unique
+    trials: int
+    example: str  # the first line of one trial's error
+
+
+def not_run(trials: list[dict[str, Any]]) -> list[NotRun]:
+    """The refused trials among ``trials`` (latest attempts), grouped by reason."""
+    by_reason: dict[str, list[dict[str, Any]]] = {}
+    for t in trials:
+        cls = t.get("error_class") or ""
+        if t["status"] == "infra_error" and cls.startswith(NOT_RUN_PREFIX):
+            by_reason.setdefault(cls[len(NOT_RUN_PREFIX):], []).append(t)
+    out = []
+    for reason, ts in sorted(by_reason.items()):
+        first = (str(ts[0].get("error") or "").strip().splitlines() or [""])[0]
+        out.append(NotRun(reason, tuple(sorted({t["task_id"] for t in ts})), len(ts), first[:300]))
+    return out

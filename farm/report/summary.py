@@ -6,7 +6,7 @@ import math
 
 from rich.table import Table
 
-from farm.report.data import RunData, outcome_groups
+from farm.report.data import RunData, not_run, outcome_groups
 from farm.report.stats import avg_at_k, pooled_rate
 
 
@@ -22,7 +22,7 @@ def summary_table(run: RunData) -> Table:
         ("benchmark", "left"), ("arm", "left"), ("model", "left"), ("tasks×k", "right"),
         ("Avg@k %", "right"), ("graded %", "right"), ("resolved", "right"),
         ("unresolved", "right"), ("model_error", "right"), ("infra_error", "right"),
-        ("missing", "right"), ("error classes", "left"),
+        ("missing", "right"), ("error classes", "left"), ("not run", "left"),
     ):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for g in outcome_groups(run):
@@ -33,6 +33,7 @@ def summary_table(run: RunData) -> Table:
                 name = f"{t['status']}:{t.get('error_class') or '-'}"
                 classes[name] = classes.get(name, 0) + 1
         infra, missing = g.count("infra_error"), g.count("missing")
+        refused = ", ".join(f"{nr.reason}={nr.trials}" for nr in not_run(g.trials))
         table.add_row(
             g.benchmark,
             g.arm,
@@ -46,6 +47,7 @@ def summary_table(run: RunData) -> Table:
             f"[red]{infra}[/red]" if infra else "0",
             f"[magenta]{missing}[/magenta]" if missing else "0",
             ", ".join(f"{k}={v}" for k, v in sorted(classes.items())) or "–",
+            refused or "–",
         )
     if not table.rows:
         table.caption = "no trials"

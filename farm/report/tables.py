@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from farm.errors import ConfigError
 from farm.report.ablation import ArmRow, ablation_rows, tool_turns
 from farm.report.claims import ClaimsRegistry
 from farm.report.cost import COST_FIELDS, CostRow, cost_rows
-from farm.report.data import CELL_STATUSES, Group, RunData, outcome_groups
+from farm.report.data import CELL_STATUSES, Group, RunData, not_run, outcome_groups
 from farm.report.stats import BootstrapOptions, GroupStats, group_stats
 from farm.report.verdicts import Verdict, verdicts
 
@@ -40,7 +41,7 @@ class ReportOptions:
             )
 
     @classmethod
-    def from_config(cls, config: dict[str, Any] | None) -> "ReportOptions":
+    def from_config(cls, config: dict[str, Any] | None) -> ReportOptions:
         rep = (config or {}).get("report") or {}
         kwargs = {}
         for name, conv in (("bootstrap", int), ("seed", int), ("incomplete_threshold", float)):
@@ -214,6 +215,33 @@ def _tables(c: ReportContent) -> list[Table]:
             ],
         )
     )
+
+    refused = []
+    for g in c.groups:
+        for nr in not_run(g.trials):
+            shown = ", ".join(nr.task_ids[:5]) + (f", … ({len(nr.task_ids)} tasks)" if len(nr.task_ids) > 5 else "")
+            refused.append({**_ident(g), "reason": nr.reason, "trials": nr.trials, "tasks": len(nr.task_ids),
+                            "task_ids": shown, "example": nr.example})
+    if refused:  # a section (and a CSV) only for runs that have such trials
+        tables.append(
+            Table(
+                "not_run",
+                "Not run (the sandbox backend cannot run these tasks)",
+                refused,
+                [
+                    ("benchmark", lambda r: r["benchmark"]),
+                    ("arm", lambda r: r["arm"]),
+                    ("reason", lambda r: r["reason"]),
+                    ("trials", lambda r: str(r["trials"])),
+                    ("tasks", lambda r: r["task_ids"]),
+                    ("why (first trial)", lambda r: r["example"]),
+                    *_trace_columns(),
+                ],
+                note="Found by the run's preflight (or at sandbox start) and recorded once per trial as "
+                "infra_error task_unsupported:<reason>, never retried; they count as failures in Avg@k "
+                "and are excluded from the graded-only rate, like every infra error.",
+            )
+        )
 
     exits = []
     for g in c.groups:

@@ -13,6 +13,7 @@ import os
 import socket
 import time
 import uuid
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -84,15 +85,17 @@ def _fill_agent_counters(row: TrialResult, traj: Any) -> None:
     row.exit_reason = traj.exit_reason
 
 
-_start_gates: dict[int, asyncio.Semaphore] = {}
+# keyed by the loop itself, weakly: an id() of a closed loop can come back for a new one, whose
+# trials would then wait on a semaphore bound to the dead loop
+_start_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
 
 def _start_gate(limit: int) -> asyncio.Semaphore:
     """One semaphore per event loop (a worker process may host several loops over its life)."""
-    loop_id = id(asyncio.get_running_loop())
-    gate = _start_gates.get(loop_id)
+    loop = asyncio.get_running_loop()
+    gate = _start_gates.get(loop)
     if gate is None:
-        gate = _start_gates[loop_id] = asyncio.Semaphore(limit)
+        gate = _start_gates[loop] = asyncio.Semaphore(limit)
     return gate
 
 

@@ -159,8 +159,7 @@ async def gc_containers(binary: str, is_run_alive: Callable[[str], bool], *, dry
         return not alive[run_id]
 
     out = await engine(binary, "ps", "-a", "--filter", selector, "--format", "{{json .}}")
-    for line in filter(None, out.splitlines()):
-        row = json.loads(line)
+    for row in _json_rows(out):
         name = row.get("Names")
         name = name[0] if isinstance(name, list) else str(name)
         labels = _labels(row.get("Labels"))
@@ -173,8 +172,7 @@ async def gc_containers(binary: str, is_run_alive: Callable[[str], bool], *, dry
             report.kept += 1
     out = await engine(binary, "volume", "ls", "--filter", selector, "--format", "{{json .}}")
     busy = {n[: -len("-farm")] for n in report.deleted.get("container", [])}
-    for line in filter(None, out.splitlines()):
-        row = json.loads(line)
+    for row in _json_rows(out):
         name = str(row.get("Name"))
         run_id = _labels(row.get("Labels")).get(m.RUN_LABEL)
         if dead(run_id) or name[: -len("-farm")] in busy:
@@ -182,6 +180,14 @@ async def gc_containers(binary: str, is_run_alive: Callable[[str], bool], *, dry
                 await engine(binary, "volume", "rm", "-f", name, check=False)
             report.add("volume", name)
     return report
+
+
+def _json_rows(out: str) -> list[dict[str, Any]]:
+    """``--format '{{json .}}'`` output: one object a line (docker) or one array (podman)."""
+    text = out.strip()
+    if text.startswith("["):
+        return list(json.loads(text))
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def _labels(raw: Any) -> dict[str, str]:

@@ -44,7 +44,6 @@ from farm.sandbox.channel import LINE_LIMIT, Channel
 from farm.sandbox.channel_sandbox import ChannelSandboxMixin
 from farm.sandbox.local_policy import (  # noqa: F401  (check_image, image_repository: re-exported)
     BASE_PATH,
-    base_env,
     check_image,
     image_repository,
     plan_local,
@@ -197,9 +196,6 @@ class LocalSandbox(ChannelSandboxMixin):
     def pid(self) -> int | None:
         """Host pid of the bwrap process (its process group holds the sandbox)."""
         return self.proc.pid if self.proc else None
-
-    def base_env(self) -> dict[str, str]:
-        return base_env(self.task)
 
     async def __aenter__(self) -> LocalSandbox:
         await self.start()

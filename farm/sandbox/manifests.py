@@ -26,8 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from farm.config import CAPABILITY_PROFILES, DEFAULT_EGRESS_EXCEPT
-from farm.config import KubernetesSandboxConfig as KubernetesConfig
+from farm.config import CAPABILITY_PROFILES, DEFAULT_EGRESS_EXCEPT, KubernetesSandboxConfig
 from farm.errors import ConfigError
 from farm.tasks.model import NetworkMode, Task
 
@@ -91,7 +90,7 @@ def cpu_quantity(cpus: float) -> str:
     return f"{max(1, int(math.ceil(cpus * 1000)))}m"
 
 
-def resources(task: Task, cfg: KubernetesConfig) -> dict[str, Any]:
+def resources(task: Task, cfg: KubernetesSandboxConfig) -> dict[str, Any]:
     r = task.environment.resources
     requests = {
         "cpu": cpu_quantity(r.cpus),
@@ -106,7 +105,7 @@ def resources(task: Task, cfg: KubernetesConfig) -> dict[str, Any]:
     return {"requests": requests, "limits": limits}
 
 
-def pod_deadline_s(task: Task, cfg: KubernetesConfig) -> int:
+def pod_deadline_s(task: Task, cfg: KubernetesSandboxConfig) -> int:
     """activeDeadlineSeconds: after this the kubelet kills the pod even if farm crashed."""
     if cfg.pod_lifetime_s:
         return int(cfg.pod_lifetime_s)
@@ -166,7 +165,7 @@ def socket_name(name: str) -> str:
 
 def pod_manifest(
     task: Task,
-    cfg: KubernetesConfig,
+    cfg: KubernetesSandboxConfig,
     *,
     name: str,
     run_id: str,

@@ -289,7 +289,7 @@ class RelaySandbox(ChannelSandboxMixin):
                 raise SandboxStartError(f"{self.name}: the sandbox agent did not answer: {e}", reason="agent") from e
             if isinstance(e, FarmError) or not isinstance(e, Exception):
                 raise
-            raise SandboxStartError(f"{self.name}: start failed: {e!r}") from e
+            raise SandboxStartError(f"{self.name}: start failed: {type(e).__name__}: {e}") from e
         self.stats.start_s = time.monotonic() - t0
         self._phase = "ready"
 

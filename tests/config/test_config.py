@@ -99,3 +99,28 @@ def test_conf_farm_yaml_mirrors_the_embedded_defaults():
 
     on_disk = OmegaConf.to_container(OmegaConf.load(conf_dir() / "farm.yaml"))
     assert on_disk == to_dict(FarmConfig())
+
+
+@pytest.mark.parametrize("override,key", [
+    ("sandbox.docker.pull=sometimes", "sandbox.docker.pull"),
+    ("sandbox.docker.enigne=podman", "sandbox.docker.enigne"),
+    ("sandbox.docker.max_reconnects=-1", "sandbox.docker.max_reconnects"),
+    ("sandbox.docker.cpu_limit_factor=0.5", "sandbox.docker.cpu_limit_factor"),
+    ("sandbox.kubernetes.capabilities=all", "sandbox.kubernetes.capabilities"),
+    ("sandbox.kubernetes.agent_network=sometimes", "sandbox.kubernetes.agent_network"),
+    ("sandbox.kubernetes.pod_start_timeout_s=soon", "sandbox.kubernetes.pod_start_timeout_s"),
+    ("sandbox.kubernetes.pod_lifetime_s=0", "sandbox.kubernetes.pod_lifetime_s"),
+    ("sandbox.kubernetes.namespace=", "sandbox.kubernetes.namespace"),
+])
+def test_every_backend_section_is_validated_whichever_backend_is_chosen(override: str, key: str):
+    value = override.split("=", 1)[1]
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as e:
+        load_config([override])  # sandbox.backend is local: the other sections are still checked
+    assert repr(value) in str(e.value) or value in str(e.value)
+
+
+def test_backend_sections_are_typed():
+    cfg = load_config(["sandbox=docker", "sandbox.docker.engine=podman", "sandbox.docker.extra_args=[--log-level,debug]",
+                       "sandbox.kubernetes.node_selector={pool: sandbox}", "sandbox.kubernetes.cpu_limit_factor=null"])
+    assert cfg.sandbox.docker.engine == "podman" and cfg.sandbox.docker.extra_args == ["--log-level", "debug"]
+    assert cfg.sandbox.kubernetes.node_selector == {"pool": "sandbox"} and cfg.sandbox.kubernetes.cpu_limit_factor is None

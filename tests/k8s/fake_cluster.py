@@ -8,8 +8,11 @@ its own network namespace iff a NetworkPolicy denying its egress exists when it 
 which is the one cluster behaviour the backend's correctness depends on here.
 FakeExecStream runs an exec command as a local subprocess in the pod's network namespace.
 
-What is not faked: the manifests (validated against the official schema elsewhere), the
-sandbox agent, the relay and the channel: they are the real programs.
+Like a real API server, the fakes refuse (422 Invalid) any object that does not validate
+against the official Kubernetes schema (kubernetes-validate ships it offline), so a backend
+that sends a malformed Pod or NetworkPolicy fails its tests here, not first on a cluster.
+What is not faked: the manifests, the sandbox agent, the relay and the channel: they are the
+real programs.
 """
 
 from __future__ import annotations
@@ -26,12 +29,24 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from farm.sandbox import manifests as m
-from farm.sandbox.relayed import ProcStream
 from farm.sandbox.local import agent_python, system_binds
+from farm.sandbox.relayed import ProcStream
+
+SCHEMA_VERSION = "1.37.0"  # the Kubernetes API version the objects are validated against
+
+
+def validate_object(body: dict[str, Any]) -> None:
+    """Raise what an API server answers to an invalid object: ApiException 422."""
+    try:
+        kubernetes_validate.validate(body, SCHEMA_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as e:
+        where = "/".join(str(p) for p in e.path)
+        raise ApiException(status=422, reason=f"Invalid: {where}: {e.message}") from None
 
 
 class _Counted:
@@ -54,10 +69,11 @@ class FakeNetworkingV1Api(_Counted):
 
     def create_namespaced_network_policy(self, namespace: str, body: dict[str, Any]) -> Any:
         self._count("create_namespaced_network_policy")
+        validate_object(body)
         key = (namespace, body["metadata"]["name"])
         if key in self.policies:
             raise ApiException(status=409, reason="AlreadyExists")
-        body["metadata"].setdefault("creation_timestamp", dt.datetime.now(dt.timezone.utc))
+        body["metadata"].setdefault("creation_timestamp", dt.datetime.now(dt.UTC))
         self.policies[key] = body
         return body
 
@@ -190,11 +206,12 @@ class FakeCoreV1Api(_Counted):
 
     def create_namespaced_pod(self, namespace: str, body: dict[str, Any]) -> client.V1Pod:
         self._count("create_namespaced_pod")
+        validate_object(body)
         key = (namespace, body["metadata"]["name"])
         if key in self.pods:
             raise ApiException(status=409, reason="AlreadyExists")
         body["metadata"]["uid"] = str(uuid.UUID(int=next(self._uids)))
-        body["metadata"].setdefault("creation_timestamp", dt.datetime.now(dt.timezone.utc))
+        body["metadata"].setdefault("creation_timestamp", dt.datetime.now(dt.UTC))
         pod = FakePod(body, self.root, self.net, self.toolbox)
         self.pods[key] = pod
         pod.start()

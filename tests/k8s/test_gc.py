@@ -12,7 +12,6 @@ from farm.sandbox import manifests as m
 from farm.sandbox.gc import gc_pods as gc
 from farm.sandbox.kubernetes import KubernetesSandbox
 
-from .fake_cluster import FakeCoreV1Api, FakeNetworkingV1Api
 from .test_kubernetes_backend import FakeClusterBackend, _image_task
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the fake kubelet needs root")
@@ -48,7 +47,7 @@ async def test_gc_deletes_only_what_dead_runs_left(tmp_path: Path) -> None:
         assert left == {sandboxes["run-alive"].name}
         assert (await sandboxes["run-alive"].exec("echo still here")).stdout == "still here\n"
         # ... but an old orphan policy of a live run goes
-        fresh["metadata"]["creation_timestamp"] = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
+        fresh["metadata"]["creation_timestamp"] = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
         report = gc(cluster.core, cluster.net, "farm-test", alive)
         assert report.deleted.get("networkpolicy", []) == ["starting-deny-egress"] and report.deleted.get("pod", []) == []
         # a live run's pod that ran past its deadline (phase Failed) is garbage too

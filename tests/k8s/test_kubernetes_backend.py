@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from farm.sandbox.base import Sandbox, SandboxLostError, SandboxStartError
 from farm.config import KubernetesSandboxConfig
+from farm.sandbox.base import Sandbox, SandboxLostError, SandboxStartError
 from farm.sandbox.kubernetes import KubernetesSandbox
 from farm.tasks.model import Task
 
@@ -307,3 +307,129 @@ async def test_websocket_adapter_carries_the_protocol() -> None:
         await ch.close()
         stream.close()
         Path("/tmp/farm-ws-adapter.bin").unlink(missing_ok=True)
+
+
+# --- the fake API server validates what the backend sends --------------------------------------
+
+
+@pytest.mark.parametrize("mutate", [
+    pytest.param(lambda pod: pod["spec"]["containers"][0]["securityContext"].update(runAsUser="0"), id="runAsUser-string"),
+    pytest.param(lambda pod: pod["spec"].update(terminationGracePeriodSeconds="5"), id="grace-string"),
+    pytest.param(lambda pod: pod["spec"]["containers"][0].update(imagePullPolicy=None, ports=[{"port": 80}]),
+                 id="unknown-field"),
+])
+async def test_a_schema_invalid_pod_is_refused_like_an_api_server_would(cluster: FakeClusterBackend, monkeypatch,
+                                                                        mutate) -> None:
+    from farm.sandbox import manifests as m
+
+    real = m.pod_manifest
+
+    def broken(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        pod = real(*args, **kwargs)
+        mutate(pod)
+        return pod
+
+    monkeypatch.setattr(m, "pod_manifest", broken)
+    sb = cluster.make(_image_task(network="no-network"), "no-network")
+    with pytest.raises(SandboxStartError, match="422"):
+        await sb.start()
+    assert cluster.core.pods == {} and cluster.net.policies == {}
+
+
+async def test_a_schema_invalid_network_policy_is_refused(cluster: FakeClusterBackend, monkeypatch) -> None:
+    from farm.sandbox import manifests as m
+
+    real = m.network_policies
+
+    def broken(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        policies = real(*args, **kwargs)
+        for p in policies:
+            p["spec"]["policyTypes"] = "Egress"  # a string where the schema wants a list
+        return policies
+
+    monkeypatch.setattr(m, "network_policies", broken)
+    sb = cluster.make(_image_task(network="no-network"), "no-network")
+    with pytest.raises(SandboxStartError, match="422"):
+        await sb.start()
+    assert cluster.core.calls.count("create_namespaced_pod") == 0
+
+
+# --- the cause of a failed start reaches the trial row -----------------------------------------
+
+
+@pytest.mark.parametrize("waiting,cls", [("ErrImagePull", "sandbox_start:image_pull"),
+                                         ("CreateContainerConfigError", "sandbox_start:container_config")])
+async def test_start_failure_reason_lands_in_the_row(cluster: FakeClusterBackend, monkeypatch, tmp_path: Path,
+                                                     waiting: str, cls: str) -> None:
+    from kubernetes import client
+
+    from farm.config import SandboxConfig, load_config
+    from farm.run.plan import TrialSpec
+    from farm.run.trial import run_trial
+
+    def stuck(name: str, namespace: str) -> Any:
+        state = client.V1ContainerState(waiting=client.V1ContainerStateWaiting(reason=waiting, message="no"))
+        return client.V1Pod(status=client.V1PodStatus(phase="Pending", container_statuses=[client.V1ContainerStatus(
+            name="task", image="x", image_id="", ready=False, restart_count=0, state=state)]))
+
+    monkeypatch.setattr(cluster.core, "read_namespaced_pod", stuck)
+
+    def factory(task: Task, section: SandboxConfig, *, network: str | None = None, run_id: str, trial_key: str,
+                attempt: int, role: str) -> Sandbox:
+        assert section.backend == "kubernetes"  # the run layer hands down the sandbox section only
+        return KubernetesSandbox(task, cluster.cfg, run_id=run_id, trial_key=trial_key, attempt=attempt, role=role,
+                                 network=network, core_api=cluster.core, net_api=cluster.net,  # type: ignore[arg-type]
+                                 exec_opener=cluster.execs, poll_s=0.05)
+
+    task = _image_task(network="no-network")
+    cfg = load_config(["sandbox=kubernetes", f"store.uri={tmp_path / 'store'}"])
+    spec = TrialSpec("run", "k" * 64, task.benchmark, task.task_id, 0, "base", "oracle")
+    out = await run_trial(spec, task, cfg, 1, base_url="http://127.0.0.1:9/v1", policy="oracle", sandbox_factory=factory)
+    assert (out.result.status, out.result.error_class) == ("infra_error", cls)
+    assert waiting in out.result.error
+
+
+def test_registry_gc_for_kubernetes_uses_the_namespace_of_the_section(cluster: FakeClusterBackend) -> None:
+    from farm.config import SandboxConfig
+    from farm.sandbox import kubernetes as k
+    from farm.sandbox.registry import gc
+
+    section = SandboxConfig(backend="kubernetes", kubernetes=cluster.cfg)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "left-behind", "namespace": cluster.cfg.namespace,
+        "labels": {"app.kubernetes.io/name": "farm-sandbox", "farm.dev/run-id": "gone"},
+        "annotations": {"farm.dev/run-id": "gone"}},
+        "spec": {"containers": [{"name": "task", "image": "debian:bookworm", "command": ["sleep", "60"]}],
+                 "initContainers": [{"name": "init", "image": "debian:bookworm", "command": ["true"]}]}}
+    cluster.core.pods[(cluster.cfg.namespace, "left-behind")] = _Unstarted(pod)
+    key = (cluster.cfg.kubeconfig, cluster.cfg.context)
+    saved = k._CLIENTS.get(key)
+    k._CLIENTS[key] = (cluster.core, cluster.net)  # what shared_clients would have built
+    try:
+        report = gc(section, lambda run_id: False)
+    finally:
+        if saved is None:
+            k._CLIENTS.pop(key, None)
+        else:
+            k._CLIENTS[key] = saved
+    assert report.deleted == {"pod": ["left-behind"]} and report.dead_runs == {"gone"}
+    assert cluster.core.pods == {}
+
+
+class _Unstarted:
+    """A pod object the fake kubelet never ran (what a crashed driver can leave)."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        from kubernetes import client
+
+        self.body = body
+        self.dir = Path("/nonexistent-farm-test")
+        self._v1 = client.V1Pod(metadata=client.V1ObjectMeta(**{k: body["metadata"][k] for k in
+                                                               ("name", "namespace", "labels", "annotations")}),
+                                status=client.V1PodStatus(phase="Pending"))
+
+    def as_v1(self) -> Any:
+        return self._v1
+
+    def kill(self) -> None:
+        return None

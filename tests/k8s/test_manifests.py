@@ -4,23 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 import yaml
 
+from farm.config import KubernetesSandboxConfig
 from farm.errors import ConfigError
 from farm.sandbox import manifests as m
-from farm.config import KubernetesSandboxConfig
 from farm.sandbox.relayed import INSIDE_SRC, RELAY_SRC
 from farm.tasks.sources import load_benchmark
 from tests.shared import shared_path
 
-K8S_VERSION = "1.37.0"
+from .fake_cluster import validate_object
+
 INFRA = Path(__file__).resolve().parents[2] / "infra" / "k8s"
 
 
 def validate(obj: dict) -> None:
-    kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    validate_object(obj)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ container runtime and that task images need no Python of their own.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import subprocess
@@ -22,12 +21,11 @@ from typing import Any
 import pytest
 import yaml
 
+from farm.config import DockerSandboxConfig, KubernetesSandboxConfig
 from farm.sandbox import manifests as m
 from farm.sandbox.base import Sandbox
 from farm.sandbox.channel import Channel
-from farm.config import DockerSandboxConfig
 from farm.sandbox.container import ContainerSandbox
-from farm.config import KubernetesSandboxConfig
 from farm.sandbox.relayed import INSIDE_SRC, RELAY_SRC
 from farm.tasks.model import Task
 
@@ -193,3 +191,54 @@ class TestPodmanConformance(SandboxConformance):
                       "system directories are a property of the local backend only")
     async def test_system_dirs_are_read_only(self) -> None:  # type: ignore[override]
         pass
+
+
+# --- farm gc and start-failure reasons on a real engine ---------------------------------------
+
+
+async def test_gc_removes_what_dead_runs_left_and_keeps_live_ones(podman_env: dict[str, str]) -> None:
+    from farm.config import SandboxConfig
+    from farm.sandbox.registry import gc
+
+    cfg = DockerSandboxConfig(engine="podman", toolbox_image=TOOLBOX_IMAGE, pull="never", keep_containers=True)
+    dead_run = f"crashed run/{uuid.uuid4().hex[:6]}"  # not a valid label value on a pod: kept whole here
+    sandboxes = {run: ContainerSandbox(_task(network="no-network"), cfg, run_id=run, trial_key=uuid.uuid4().hex)
+                 for run in (dead_run, "live-run")}
+    for sb in sandboxes.values():
+        await sb.start()
+    await sandboxes[dead_run].close()  # keep_containers: like a driver that died, container and volume stay
+    section = SandboxConfig(backend="docker", docker=cfg)
+    asked: list[str] = []
+
+    def alive(run_id: str) -> bool:
+        asked.append(run_id)
+        return run_id != dead_run
+
+    dead, live = sandboxes[dead_run], sandboxes["live-run"]
+    try:
+        dry = await asyncio.to_thread(gc, section, alive, dry_run=True)
+        assert dry.deleted == {"container": [dead.name], "volume": [dead.volume]}
+        assert _run("podman", "container", "exists", dead.name).returncode == 0
+        report = await asyncio.to_thread(gc, section, alive)
+        assert report.deleted == {"container": [dead.name], "volume": [dead.volume]} and report.dead_runs == {dead_run}
+        assert dead_run in asked and report.kept >= 1
+        assert _run("podman", "container", "exists", dead.name).returncode != 0
+        assert _run("podman", "volume", "exists", dead.volume).returncode != 0
+        assert _run("podman", "container", "exists", live.name).returncode == 0
+    finally:
+        await live.close()
+        for sb in sandboxes.values():
+            _run("podman", "rm", "-f", "-t", "0", sb.name)
+            _run("podman", "volume", "rm", "-f", sb.volume)
+
+
+async def test_an_image_that_cannot_be_pulled_is_a_start_error_with_reason(podman_env: dict[str, str]) -> None:
+    from farm.sandbox.base import SandboxStartError
+
+    sb = ContainerSandbox(_task(image="localhost/farm-no-such-image:1", network="no-network"),
+                          DockerSandboxConfig(engine="podman", toolbox_image=TOOLBOX_IMAGE, pull="never"),
+                          run_id="run-podman", trial_key=uuid.uuid4().hex)
+    with pytest.raises(SandboxStartError) as e:
+        await sb.start()
+    assert e.value.reason == "image_pull", e.value
+    assert _run("podman", "container", "exists", sb.name).returncode != 0

@@ -1,0 +1,152 @@
+"""Which failures are retried: only infrastructure hiccups. A task the backend can never run is
+recorded once per trial (attempt 1, ``task_unsupported:<reason>``) and listed as "not run";
+an agent stopped by a broken sandbox is an infra error; a bug of farm's own keeps its
+traceback in the artifacts, not in the row."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from farm.config import load_config
+from farm.errors import ConfigError, TaskFormatError, UnsupportedTaskError
+from farm.report import load_run
+from farm.report.data import not_run, outcome_groups
+from farm.report.render import build_report
+from farm.run.driver import run_experiment
+from farm.run.plan import TrialSpec
+from farm.run.trial import INFRA_EXIT_REASONS, run_trial
+from farm.store import ResultStore
+from farm.tasks.harbor import load_harbor_dir
+
+from ..shared import shared_path
+from .conftest import CHECK_ANSWER, make_task
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+
+def _rows(store: Path, run_id: str) -> list[dict]:
+    return sorted(ResultStore.open(str(store)).read_trials(run_id, dedupe=False).to_pylist(),
+                  key=lambda r: (r["task_id"], r["seed"], r["attempt"]))
+
+
+def _refused_task(root: Path, name: str = "needs-image") -> Path:
+    """A well-formed task whose prebuilt image the local backend cannot stand in for."""
+    d = make_task(root, name, CHECK_ANSWER)
+    (d / "environment" / "Dockerfile").unlink()
+    toml = (d / "task.toml").read_text().replace("[environment]\n", '[environment]\ndocker_image = "someone/thing:tag"\n')
+    (d / "task.toml").write_text(toml)
+    return d
+
+
+def _run(tmp_path: Path, tasks: Path, *extra: str):
+    cfg = load_config([f"benchmark.path={tasks}", "run.executor=local", f"store.uri={tmp_path / 'store'}",
+                       f"sandbox.local.root_dir={tmp_path / 'sandboxes'}", "run.max_attempts=3",
+                       "run.retry_backoff_s=0", "run.progress=false", *extra])
+    return cfg, asyncio.run(run_experiment(cfg))
+
+
+def test_refused_image_is_one_row_per_trial_never_retried_and_reported_not_run(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "runs", CHECK_ANSWER)
+    _refused_task(tasks)
+    cfg, summary = _run(tmp_path, tasks, "run.seeds=2")
+    rows = _rows(tmp_path / "store", summary.run_id)
+    refused = [r for r in rows if r["task_id"] == "needs-image"]
+    assert [(r["seed"], r["attempt"], r["status"], r["error_class"]) for r in refused] == [
+        (0, 1, "infra_error", "task_unsupported:image_refused"),
+        (1, 1, "infra_error", "task_unsupported:image_refused")]
+    assert "someone/thing:tag" in refused[0]["error"] and refused[0]["sandbox_start_s"] is None
+    assert [r["status"] for r in rows if r["task_id"] == "runs"] == ["resolved", "resolved"]
+    assert summary.refused == 2 and summary.retried == 0 and summary.executed_attempts == 2
+
+    # resuming the same run records nothing new for them: once per trial
+    _, again = _run(tmp_path, tasks, "run.seeds=2")
+    assert again.run_id == summary.run_id and len(_rows(tmp_path / "store", summary.run_id)) == len(rows)
+
+    run = load_run(ResultStore.open(str(tmp_path / "store")), summary.run_id)
+    (group,) = outcome_groups(run)
+    (nr,) = not_run(group.trials)
+    assert (nr.reason, nr.task_ids, nr.trials) == ("image_refused", ("needs-image",), 2)
+    paths = build_report([run], tmp_path / "report")
+    md = paths.markdown.read_text()
+    section = md.split("## Not run", 1)[1].split("\n## ", 1)[0]
+    assert "image_refused" in section and "needs-image" in section and "| 2 |" in section
+
+
+def test_terminal_bench_task_with_a_prebuilt_image_is_not_run_locally(tmp_path: Path) -> None:
+    real = shared_path("fixtures", "terminal-bench-2.0", "adaptive-rejection-sampler")
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / real.name).symlink_to(real, target_is_directory=True)
+    (task,) = load_harbor_dir(tasks, "terminal-bench-2.0")
+    assert task.environment.image == "alexgshaw/adaptive-rejection-sampler:20251031"
+    _, summary = _run(tmp_path, tasks)
+    (row,) = _rows(tmp_path / "store", summary.run_id)
+    assert (row["attempt"], row["status"], row["error_class"]) == (1, "infra_error", "task_unsupported:image_refused")
+
+
+def test_a_task_error_found_only_at_start_is_not_retried(tmp_path: Path) -> None:
+    """The preflight cannot see a COPY source that is missing; the start can, once."""
+    tasks = tmp_path / "tasks"
+    d = make_task(tasks, "bad-copy", CHECK_ANSWER)
+    with (d / "environment" / "Dockerfile").open("a") as f:
+        f.write("COPY not-there.txt /app/\n")
+    _, summary = _run(tmp_path, tasks)
+    (row,) = _rows(tmp_path / "store", summary.run_id)
+    assert (row["attempt"], row["status"], row["error_class"]) == (1, "infra_error", "task_unsupported:task_format")
+    assert "not-there.txt" in row["error"] and summary.retried == 0
+
+
+def test_an_agent_stopped_by_a_broken_sandbox_is_an_infra_error(tmp_path: Path) -> None:
+    assert "tool_error" in INFRA_EXIT_REASONS
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "only", CHECK_ANSWER, solve_sh=None)
+    script = tmp_path / "break.yaml"
+    # $PPID of the Bash tool is the sandbox agent: killing it breaks the channel mid-call
+    script.write_text(yaml.safe_dump([{"tool_calls": [{"name": "Bash", "arguments": {"command": "kill -9 $PPID"}}]},
+                                      {"content": "done"}]))
+    _, summary = _run(tmp_path, tasks, "agent=scripted", f"agent.script={script}", "run.max_attempts=1")
+    (row,) = _rows(tmp_path / "store", summary.run_id)
+    assert (row["status"], row["error_class"], row["exit_reason"]) == ("infra_error", "tool_error", "tool_error")
+
+
+# --- how run_trial classifies what a sandbox factory raises -----------------------------------
+
+
+def _trial(tmp_path: Path, exc: BaseException):
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "t", CHECK_ANSWER)
+    (task,) = load_harbor_dir(tasks, "builtin")
+    cfg = load_config([f"benchmark.path={tasks}", f"store.uri={tmp_path / 'store'}"])
+    spec = TrialSpec("run", "k" * 64, task.benchmark, task.task_id, 0, "base", "oracle")
+
+    def factory(*args, **kwargs):
+        raise exc
+
+    return asyncio.run(run_trial(spec, task, cfg, 1, base_url="http://127.0.0.1:9/v1", policy="oracle",
+                                 sandbox_factory=factory))
+
+
+@pytest.mark.parametrize("exc,cls", [
+    (UnsupportedTaskError("no such instruction", reason="dockerfile_instruction"),
+     "task_unsupported:dockerfile_instruction"),
+    (TaskFormatError("/x/task.toml", "bad"), "task_unsupported:task_format"),
+    (ConfigError("image_registry: invalid value"), "task_unsupported:config"),
+])
+def test_task_level_errors_at_start_are_task_unsupported(tmp_path: Path, exc: BaseException, cls: str) -> None:
+    out = _trial(tmp_path, exc)
+    assert (out.result.status, out.result.error_class) == ("infra_error", cls)
+    assert "traceback.txt" not in out.artifacts
+
+
+def test_a_bug_is_internal_error_with_the_traceback_in_the_artifacts(tmp_path: Path) -> None:
+    out = _trial(tmp_path, KeyError("boom"))
+    assert (out.result.status, out.result.error_class) == ("infra_error", "internal_error")
+    assert "\n" not in out.result.error and out.result.error.startswith("KeyError: 'boom'")
+    tb = out.artifacts["traceback.txt"].decode()
+    assert tb.startswith("Traceback") and "in factory" in tb and "KeyError: 'boom'" in tb
