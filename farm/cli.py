@@ -11,11 +11,9 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from farm.config import FarmConfig, load_config
 from farm.errors import FarmError
@@ -57,7 +55,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 # -- report ----------------------------------------------------------------------------------
-def _print_report(uri: str, endpoint: str | None, region: str | None, run_ids: list[str], out: str | None = None) -> None:
+def _print_report(uri: str, endpoint: str | None, region: str | None, run_ids: list[str],
+                  out: str | None = None) -> None:
     from farm.report.cli import print_and_render
 
     print_and_render(uri, endpoint, region, run_ids, out_dir=out, console=console)
@@ -72,24 +71,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 # -- tasks -----------------------------------------------------------------------------------
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from farm.tasks.harbor import load_harbor_dir
-    from farm.tasks.registry import load_benchmark
+    from farm.tasks import cli as tasks_cli
 
-    if args.path:
-        tasks = load_harbor_dir(Path(args.path), Path(args.path).name)
-    else:
-        tasks = load_benchmark(_cfg(args).benchmark)
-    table = Table(title=f"{len(tasks)} tasks")
-    for col in ("benchmark", "task_id", "image", "workdir", "network (agent/verifier)", "timeouts (agent/verifier)", "oracle"):
-        table.add_column(col)
-    for t in tasks:
-        table.add_row(
-            t.benchmark, t.task_id, t.environment.image or "-", t.workdir,
-            f"{t.agent_network}/{t.verifier_network}", f"{t.agent_timeout_s:g}s/{t.verifier_timeout_s:g}s",
-            "yes" if t.solution_dir else "no",
-        )
-    console.print(table)
-    return 0
+    cfg = _cfg(args).benchmark
+    if args.tasks_command == "fetch":
+        return tasks_cli.fetch(cfg, out=console)
+    return tasks_cli.list_tasks(cfg, as_json=args.json, out=console, err=err_console, path=args.path)
 
 
 # -- validate --------------------------------------------------------------------------------
@@ -97,10 +84,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from farm.config import config_hash, to_yaml
     from farm.errors import UnsupportedTaskError
     from farm.sandbox.registry import check_environment, check_task
-    from farm.tasks.registry import load_benchmark
+    from farm.tasks.cli import print_report
+    from farm.tasks.registry import load_benchmark_report
 
     cfg = _cfg(args)
-    tasks = load_benchmark(cfg.benchmark)
+    loaded = load_benchmark_report(cfg.benchmark)
+    tasks = loaded.tasks
     if args.show:
         console.print(to_yaml(cfg))
     check_environment(cfg.sandbox)
@@ -115,6 +104,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for reason, ids in sorted(refused.items()):
         shown = ", ".join(ids[:5]) + (f", ... ({len(ids)} in all)" if len(ids) > 5 else "")
         console.print(f"  not runnable (task_unsupported:{reason}): {shown}")
+    print_report(loaded.report, err_console)
     return 0
 
 
@@ -155,10 +145,15 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tasks", help="task operations")
     tsub = t.add_subparsers(dest="tasks_command", required=True)
     tl = tsub.add_parser("list", help="list the tasks of a benchmark or directory")
-    tl.add_argument("--path", help="a directory of Harbor-format tasks")
+    tl.add_argument("--path", help="a directory of Harbor-format tasks (same as benchmark.path=DIR)")
+    tl.add_argument("--json", action="store_true", help="print the tasks and the load report as JSON")
     tl.add_argument("overrides", nargs="*", default=[])
     tl.add_argument("--config")
     tl.set_defaults(fn=cmd_tasks)
+    tf = tsub.add_parser("fetch", help="fetch a pinned source into the cache (benchmark=NAME [benchmark.mirror=...])")
+    tf.add_argument("overrides", nargs="*", default=[])
+    tf.add_argument("--config")
+    tf.set_defaults(fn=cmd_tasks)
     v = add("validate", cmd_validate, "load and validate the config and the benchmark")
     v.add_argument("--show", action="store_true", help="print the resolved config")
     add("serve", cmd_serve, "serve a model with Ray Serve LLM + vLLM (blocks; Ctrl-C stops)")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from farm.errors import ConfigError
 from farm.tasks.model import Task

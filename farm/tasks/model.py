@@ -6,9 +6,10 @@ Ray workers without anybody mutating it on the way.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Literal
 
 NetworkMode = Literal["public", "no-network"]
 
@@ -19,6 +20,7 @@ class Resources:
     memory_mb: int = 2048
     storage_mb: int = 10240
     pids: int = 4096
+    gpus: int = 0  # [environment].gpus; backends that cannot attach GPUs refuse gpus > 0
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,22 @@ class BuildStep:
     kind: Literal["workdir", "env", "copy", "run"]
     arg: str
     value: str = ""
+    line: int = 0  # the Dockerfile line it came from (0: not from a Dockerfile)
+    from_stage: str = ""  # copy: COPY --from=<stage or image>; the source is not the build context
+    flags: tuple[str, ...] = ()  # builder flags replay cannot honour (RUN --mount=type=bind, ADD URL, ...)
+    build_only: bool = False  # env: an ARG, set while building but not in the running container
+
+
+@dataclass(frozen=True)
+class Healthcheck:
+    """[environment].healthcheck (Harbor task schema 1.4): must pass before the agent starts."""
+
+    command: str
+    interval_s: float = 5.0
+    timeout_s: float = 30.0
+    start_period_s: float = 0.0
+    start_interval_s: float = 5.0
+    retries: int = 3
 
 
 @dataclass(frozen=True)
@@ -43,6 +61,9 @@ class Environment:
     build_steps: tuple[BuildStep, ...] = ()
     resources: Resources = field(default_factory=Resources)
     build_timeout_s: float = 600.0
+    dockerfile: Path | None = None  # environment/Dockerfile, when the task has one (parsed lazily)
+    healthcheck: Healthcheck | None = None
+    allowed_hosts: tuple[str, ...] = ()  # [environment].allowed_hosts (network_mode = "allowlist")
 
 
 @dataclass(frozen=True)
@@ -53,6 +74,12 @@ class VerifierSpec:
     tests_dir: Path | None = None
     success_marker: str | None = None  # e.g. SWE-bench Verified's "SWEBench results ends here"
     env: Mapping[str, str] = field(default_factory=dict)
+    # [verifier].environment_mode: "shared" runs test.sh in the agent's sandbox; "separate" in
+    # a fresh one built from ``environment`` ([verifier.environment] or tests/Dockerfile)
+    mode: Literal["shared", "separate"] = "shared"
+    environment: Environment | None = None
+    allowed_hosts: tuple[str, ...] = ()  # [verifier].allowed_hosts
+    user: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +105,9 @@ class Task:
     source: Source = field(default_factory=Source)
     path: Path | None = None  # the task directory, when it came from one
     metadata: Mapping[str, object] = field(default_factory=dict)
+    agent_allowed_hosts: tuple[str, ...] = ()  # [agent].allowed_hosts (network_mode = "allowlist")
+    solution_env: Mapping[str, str] = field(default_factory=dict)  # [solution].env, for the oracle
+    agent_user: str | None = None  # [agent].user (None: the image's default user)
 
     @property
     def workdir(self) -> str:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import urlparse
 
 from farm.errors import TaskFormatError
+from farm.tasks.loading import LoadedBenchmark, LoadFailure, LoadReport
 from farm.tasks.model import Environment, Resources, Source, Task, VerifierSpec
 
 WORKSPACE = "/workspace"
@@ -107,21 +109,47 @@ def task_from_row(row: Any, where: str, benchmark: str = "patch_eval_verified",
     )
 
 
+def load_patcheval_rows(path: Path, benchmark: str = "patch_eval_verified", *, source: Source | None = None,
+                        select: Callable[..., list[Any]] | None = None) -> LoadedBenchmark:
+    """Each row loads or fails on its own; ``select(rows, key, declared)`` picks rows before parsing."""
+    path = Path(path)
+    rows = list(enumerate(_rows(path)))
+    if not rows:
+        raise TaskFormatError(path, "contains no PatchEval rows")
+
+    def key(item: tuple[int, Any]) -> str:
+        row = item[1]
+        return str(row.get("cve_id", "")) if isinstance(row, dict) else ""
+
+    if select is not None:
+        rows = select(rows, key, key)
+    report = LoadReport(benchmark=benchmark, candidates=len(rows))
+    tasks: list[Task] = []
+    seen: dict[str, int] = {}
+    for i, row in rows:
+        where = f"{path}[{i}]"
+        try:
+            task = task_from_row(row, where, benchmark, source)
+        except TaskFormatError as exc:
+            report.failures.append(LoadFailure.from_error(f"row {i}", exc))
+            continue
+        if task.task_id in seen:
+            report.failures.append(LoadFailure(f"row {i}", str(path), None, "duplicate_id",
+                                               f"duplicate cve_id {task.task_id!r} (also row {seen[task.task_id]})"))
+            continue
+        seen[task.task_id] = i
+        tasks.append(task)
+    return LoadedBenchmark(tasks, report)
+
+
 def load_patcheval_file(path: Path, benchmark: str = "patch_eval_verified", *,
                         source: Source | None = None) -> list[Task]:
-    """patcheval_verified.json (a JSON list) or JSON lines; duplicate CVE ids are an error."""
-    path = Path(path)
-    tasks: list[Task] = []
-    seen: set[str] = set()
-    for i, row in enumerate(_rows(path)):
-        task = task_from_row(row, f"{path}[{i}]", benchmark, source)
-        if task.task_id in seen:
-            raise TaskFormatError(f"{path}[{i}]", f"duplicate cve_id {task.task_id!r}")
-        seen.add(task.task_id)
-        tasks.append(task)
-    if not tasks:
-        raise TaskFormatError(path, "contains no PatchEval rows")
-    return tasks
+    """patcheval_verified.json (a JSON list) or JSON lines, strictly: the first bad row is the error."""
+    loaded = load_patcheval_rows(path, benchmark, source=source)
+    if loaded.report.failures:
+        f = loaded.report.failures[0]
+        raise TaskFormatError(f.file, f.message)
+    return loaded.tasks
 
 
 def repo_candidates(task: Task) -> Iterable[str]:

@@ -1,4 +1,12 @@
-"""Resolve ``benchmark.*`` config into tasks: a directory, the bundled suite, or a pinned source."""
+"""Resolve ``benchmark.*`` config into tasks: a directory, the bundled suite, or a pinned source.
+
+``benchmark.name`` may name a registered source (``swebench_verified``, ``swebench-pro``, ...);
+with ``benchmark.path`` too, the directory is read with that source's rules (defaults, image
+lock, success marker, patch requirement) and labelled with its name, and its revision is
+recorded only if git confirms the copy is a clean checkout of the pinned one. Selection
+(``task_ids``, ``sample``, ``limit``) happens before any task is parsed; each selected task
+loads or fails on its own (see ``farm.tasks.loading``).
+"""
 
 from __future__ import annotations
 
@@ -6,43 +14,60 @@ from pathlib import Path
 
 from farm.config import BenchmarkConfig
 from farm.errors import ConfigError
-from farm.tasks.harbor import HarborDefaults, load_harbor_dir
+from farm.tasks.harbor import HarborDefaults, declared_id, harbor_candidates, load_harbor_tasks
+from farm.tasks.loading import LoadedBenchmark
 from farm.tasks.model import Source, Task
+from farm.tasks.selection import selector
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
+# terminal tasks are not git repositories: their patch is simply empty
+_PLAIN = HarborDefaults(require_git_patch=False)
 
 
 def builtin_tasks() -> list[Task]:
-    # terminal tasks are not git repositories: their patch is simply empty
-    return load_harbor_dir(BUILTIN_DIR, "builtin", defaults=HarborDefaults(require_git_patch=False),
-                           source=Source(url="farm:builtin", revision="bundled"))
+    loaded = load_harbor_tasks(harbor_candidates(BUILTIN_DIR), "builtin", defaults=_PLAIN,
+                               source=Source(url="farm:builtin", revision="bundled"))
+    return loaded.enforce(strict=True).tasks  # the bundled suite must always load whole
 
 
-def load_benchmark(cfg: BenchmarkConfig) -> list[Task]:
-    """All tasks of the configured benchmark, filtered by task_ids and limit (in that order)."""
+def load_benchmark_report(cfg: BenchmarkConfig) -> LoadedBenchmark:
+    """The configured benchmark's tasks and its load report (failures, unhonoured fields).
+
+    Raises:
+        ConfigError: the benchmark cannot be found or fetched, a selected id does not exist,
+            or ``benchmark.strict`` is on and a task failed to load.
+    """
+    from farm.tasks import sources  # git and locks only when a source is used
+
+    select = selector(cfg, cfg.name)
+    key = sources.source_key(cfg.name) if cfg.name != "builtin" else None
     if cfg.path:
         path = Path(cfg.path).expanduser()
         if not path.is_dir():
             raise ConfigError(f"invalid value {cfg.path!r} for 'benchmark.path': not a directory")
-        name = cfg.name if cfg.name != "builtin" else path.name
-        tasks = load_harbor_dir(path, name, defaults=HarborDefaults(require_git_patch=False), source=Source(url=str(path)))
+        if key is not None:
+            src = sources.get_source(key)
+            source = Source(url=str(path.resolve()), revision=sources.verified_revision(path, src), subpath=src.subpath)
+            loaded = sources.load_source(src, path, select=select, source=source)
+        else:
+            name = cfg.name if cfg.name != "builtin" else path.name
+            dirs = harbor_candidates(path)
+            if select is not None:
+                dirs = select(dirs, lambda p: p.name, declared_id)
+            loaded = load_harbor_tasks(dirs, name, defaults=_PLAIN, source=Source(url=str(path)))
     elif cfg.name == "builtin":
-        tasks = builtin_tasks()
+        dirs = harbor_candidates(BUILTIN_DIR)
+        if select is not None:
+            dirs = select(dirs, lambda p: p.name, declared_id)
+        loaded = load_harbor_tasks(dirs, "builtin", defaults=_PLAIN,
+                                   source=Source(url="farm:builtin", revision="bundled"))
     else:
-        try:
-            from farm.tasks import sources
-        except ImportError as exc:  # pragma: no cover - sources ships with farm
-            raise ConfigError(f"benchmark {cfg.name!r} needs farm.tasks.sources: {exc}") from None
-        tasks = sources.load_benchmark(cfg.name, cache_dir=Path(cfg.cache_dir).expanduser())
-    if cfg.task_ids:
-        known = {t.task_id for t in tasks}
-        unknown = [t for t in cfg.task_ids if t not in known]
-        if unknown:
-            raise ConfigError(f"invalid value {unknown!r} for 'benchmark.task_ids': not in benchmark {cfg.name!r}")
-        wanted = set(cfg.task_ids)
-        tasks = [t for t in tasks if t.task_id in wanted]
-    if cfg.limit is not None:
-        if cfg.limit < 0:
-            raise ConfigError(f"invalid value {cfg.limit!r} for 'benchmark.limit': must be >= 0")
-        tasks = tasks[: cfg.limit]
-    return tasks
+        src = sources.get_source(cfg.name)
+        directory = sources.materialize(src, Path(cfg.cache_dir) if cfg.cache_dir else None, mirror=cfg.mirror)
+        loaded = sources.load_source(src, directory, select=select)
+    return loaded.enforce(cfg.strict)
+
+
+def load_benchmark(cfg: BenchmarkConfig) -> list[Task]:
+    """The configured benchmark's tasks (failures are logged; see :func:`load_benchmark_report`)."""
+    return load_benchmark_report(cfg).tasks

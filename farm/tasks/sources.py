@@ -4,7 +4,9 @@ Each source is a git URL, a full commit SHA and a subpath (reference/claims.yaml
 leaf-harness.md §5.2). A checkout is fetched once with git (shallow, sparse, blob-filtered
 where the server allows it) into a content-addressed cache: ``<cache>/<sha256(url)[:16]>/
 <revision>``; the commit SHA names the content, so a complete checkout is never fetched again
-and works offline. A file lock makes concurrent fetches of one revision safe.
+and works offline. A checkout counts only if git itself says it is at the pinned revision and
+clean. ``benchmark.mirror`` replaces the upstream URL (a bare repository, a checkout used in
+place, an internal git server). A file lock makes concurrent fetches of one revision safe.
 """
 
 from __future__ import annotations
@@ -14,18 +16,22 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable
+from typing import Any
 
 from farm.errors import ConfigError
-from farm.tasks.harbor import HarborDefaults, load_harbor_dir
+from farm.tasks.harbor import HarborDefaults, declared_id, harbor_candidates, load_harbor_tasks
 from farm.tasks.image_lock import apply_image_policy, load_image_lock
+from farm.tasks.loading import LoadedBenchmark
 from farm.tasks.model import NetworkMode, Source, Task
-from farm.tasks.patcheval import load_patcheval_file
+from farm.tasks.patcheval import load_patcheval_rows
+from farm.tasks.selection import select_ids
 
 log = logging.getLogger(__name__)
 
@@ -108,20 +114,30 @@ ALIASES = {"terminal_bench_2": "terminal_bench_2_verified", "tb2": "terminal_ben
            "patcheval_verified": "patch_eval_verified"}
 
 
+def source_key(name: str) -> str | None:
+    """The registered source a name means (``swebench-verified`` = ``swebench_verified``), or None."""
+    key = name.strip().lower().replace("-", "_")
+    key = ALIASES.get(key, key)
+    return key if key in SOURCES else None
+
+
 def get_source(name: str) -> BenchmarkSource:
-    key = ALIASES.get(name, name)
+    key = source_key(name) or name
     if key not in SOURCES:
-        raise ConfigError(f"benchmark: unknown value {name!r}; available: {sorted(SOURCES)}")
+        raise ConfigError(f"benchmark: unknown value {name!r}; available: {sorted(SOURCES)} "
+                          f"(also spelled with '-'; aliases {sorted(ALIASES)})")
     return SOURCES[key]
 
 
 def default_cache_dir() -> Path:
+    """``$FARM_CACHE_DIR/sources``, else ``~/.cache/farm/sources``."""
     env = os.environ.get("FARM_CACHE_DIR")
     return Path(env).expanduser() / "sources" if env else Path.home() / ".cache" / "farm" / "sources"
 
 
 def checkout_root(src: BenchmarkSource, cache_dir: Path | None = None) -> Path:
-    base = Path(cache_dir) if cache_dir else default_cache_dir()
+    # keyed by the upstream URL, not the mirror's: the revision names the content wherever it came from
+    base = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     return base / hashlib.sha256(src.url.encode()).hexdigest()[:16] / src.revision
 
 
@@ -129,15 +145,32 @@ def _subdir(root: Path, src: BenchmarkSource) -> Path:
     return root if src.subpath in ("", ".") else root / src.subpath
 
 
+def checkout_problem(root: Path, src: BenchmarkSource) -> str | None:
+    """Why ``root`` is not a clean git checkout of the pinned revision (None: it is).
+
+    The evidence is git's own: ``rev-parse HEAD`` and ``status --porcelain``, never a marker file.
+    """
+    if not (root / ".git").exists():
+        return f"{root} is not a git checkout"
+    try:
+        head = _git(["rev-parse", "HEAD"], root, 60).strip()
+    except ConfigError as exc:
+        return f"{root}: cannot read its revision ({exc})"
+    if head != src.revision:
+        return (f"{root} is checked out at revision {head}, but benchmark {src.name} is pinned to "
+                f"revision {src.revision}")
+    dirty = _git(["status", "--porcelain", "--untracked-files=normal"], root, 300).splitlines()
+    if dirty:
+        return (f"{root} is at the pinned revision {src.revision} but has {len(dirty)} local change(s) "
+                f"(first: {dirty[0].strip()}): refusing a modified copy")
+    if not _subdir(root, src).is_dir():
+        return f"{root}: revision {src.revision} has no directory {src.subpath!r}"
+    return None
+
+
 def is_cached(src: BenchmarkSource, cache_dir: Path | None = None) -> bool:
     root = checkout_root(src, cache_dir)
-    marker = root / MARKER
-    if not marker.is_file() or not _subdir(root, src).is_dir():
-        return False
-    try:
-        return json.loads(marker.read_text()).get("revision") == src.revision
-    except ValueError:
-        return False
+    return root.is_dir() and checkout_problem(root, src) is None
 
 
 def _git(args: list[str], cwd: Path, timeout: float) -> str:
@@ -153,29 +186,79 @@ def _git(args: list[str], cwd: Path, timeout: float) -> str:
     return proc.stdout
 
 
-def materialize(src: BenchmarkSource, cache_dir: Path | None = None, *, offline: bool = False,
-                timeout_s: float = 1800.0) -> Path:
-    """The source's subpath directory, fetched at its pinned revision if not cached yet."""
-    root = checkout_root(src, cache_dir)
-    if is_cached(src, cache_dir):
-        return _subdir(root, src)
-    if offline:
+def _mirror_kind(mirror: str) -> tuple[str, str]:
+    """("checkout", dir) for a git work tree used in place, else ("remote", url) to fetch from."""
+    if "://" in mirror or re.match(r"^[\w.-]+@[\w.-]+:", mirror):
+        return "remote", mirror
+    path = Path(mirror).expanduser().resolve()
+    if not path.is_dir():
+        raise ConfigError(f"invalid value {mirror!r} for 'benchmark.mirror': no such directory (nor a URL)")
+    if (path / ".git").exists():
+        return "checkout", str(path)
+    try:
+        bare = _git(["rev-parse", "--is-bare-repository"], path, 60).strip() == "true"
+    except ConfigError:
+        bare = False
+    if not bare:
         raise ConfigError(
-            f"benchmark {src.name}: not in the cache at {root} and offline mode is on; "
-            f"fetch it once with network access (farm tasks fetch {src.name})"
-        )
+            f"invalid value {mirror!r} for 'benchmark.mirror': not a git repository, so its revision cannot be "
+            "verified; give a bare repository, a git checkout or a git URL (or run an unverified copy with "
+            "benchmark.path=DIR and benchmark.name=<source>)")
+    return "remote", path.as_uri()
+
+
+def fetch_hint(src: BenchmarkSource) -> str:
+    return (f"run `farm tasks fetch benchmark={src.name}` where {src.url} is reachable (with the same "
+            f"FARM_CACHE_DIR or benchmark.cache_dir), or point benchmark.mirror at a bare repository, "
+            f"checkout or git server that has revision {src.revision}")
+
+
+def materialize(src: BenchmarkSource, cache_dir: Path | None = None, *, offline: bool = False,
+                mirror: str | None = None, timeout_s: float = 1800.0) -> Path:
+    """The source's subpath directory at its pinned revision, fetched into the cache if needed.
+
+    ``mirror`` replaces the upstream URL: a git checkout is used in place (if it is at the
+    pinned revision and clean), a bare repository or URL is fetched from.
+    Raises:
+        ConfigError: offline and not cached, the fetch failed, or a checkout is at another
+            revision or modified (the message names both revisions).
+    """
+    if mirror:
+        kind, where = _mirror_kind(mirror)
+        if kind == "checkout":
+            problem = checkout_problem(Path(where), src)
+            if problem:
+                raise ConfigError(f"benchmark {src.name}: benchmark.mirror {problem}")
+            return _subdir(Path(where), src)
+    url = where if mirror else src.url
+    root = checkout_root(src, cache_dir)
+    if root.is_dir():
+        problem = checkout_problem(root, src)
+        if problem is None:
+            return _subdir(root, src)
+        log.warning("benchmark %s: the cached copy is not usable (%s); fetching again", src.name, problem)
+    if offline:
+        why = checkout_problem(root, src) if root.is_dir() else f"{root} does not exist"
+        raise ConfigError(f"benchmark {src.name}: no usable checkout in the cache ({why}) and offline mode is on; "
+                          + fetch_hint(src))
     root.parent.mkdir(parents=True, exist_ok=True)
     with open(root.parent / f".{src.revision}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits, then finds the checkout
-        if is_cached(src, cache_dir):
+        if root.is_dir() and checkout_problem(root, src) is None:
             return _subdir(root, src)
         staging = root.parent / f".{src.revision}.tmp-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
         try:
-            _fetch(src, staging, timeout_s)
-            (staging / MARKER).write_text(json.dumps(
-                {"url": src.url, "revision": src.revision, "subpath": src.subpath, "fetched_at": time.time()}))
+            try:
+                _fetch(src, url, staging, timeout_s)
+            except ConfigError as exc:
+                raise ConfigError(f"benchmark {src.name}: could not fetch revision {src.revision} from {url}: "
+                                  f"{exc}; {fetch_hint(src)}") from None
+            # informational only: the checkout's own git metadata is what is trusted
+            (staging / ".git" / MARKER).write_text(json.dumps(
+                {"url": url, "upstream": src.url, "revision": src.revision, "subpath": src.subpath,
+                 "fetched_at": time.time()}))
             shutil.rmtree(root, ignore_errors=True)
             staging.rename(root)
         finally:
@@ -183,9 +266,9 @@ def materialize(src: BenchmarkSource, cache_dir: Path | None = None, *, offline:
     return _subdir(root, src)
 
 
-def _fetch(src: BenchmarkSource, dest: Path, timeout_s: float) -> None:
+def _fetch(src: BenchmarkSource, url: str, dest: Path, timeout_s: float) -> None:
     _git(["init", "-q"], dest, 60)
-    _git(["remote", "add", "origin", src.url], dest, 60)
+    _git(["remote", "add", "origin", url], dest, 60)
     fetch = ["-c", "protocol.version=2", "fetch", "-q", "--depth=1"]
     if src.git_filter:
         fetch.append(f"--filter={src.git_filter}")
@@ -195,10 +278,50 @@ def _fetch(src: BenchmarkSource, dest: Path, timeout_s: float) -> None:
     _git(["-c", "advice.detachedHead=false", "checkout", "-q", "--detach", "FETCH_HEAD"], dest, timeout_s)
     head = _git(["rev-parse", "HEAD"], dest, 60).strip()
     if head != src.revision:
-        raise ConfigError(f"benchmark {src.name}: fetched {head}, expected revision {src.revision}")
+        raise ConfigError(f"fetched {head}, expected revision {src.revision}")
     if not _subdir(dest, src).is_dir():
-        raise ConfigError(f"benchmark {src.name}: revision {src.revision} has no directory {src.subpath!r}")
-    shutil.rmtree(dest / ".git")
+        raise ConfigError(f"revision {src.revision} has no directory {src.subpath!r}")
+
+
+def verified_revision(path: Path, src: BenchmarkSource) -> str:
+    """The pinned revision if ``path`` lies in a clean checkout of it, else "" (an unverified copy)."""
+    try:
+        top = Path(_git(["rev-parse", "--show-toplevel"], path, 60).strip())
+    except ConfigError:
+        return ""
+    return src.revision if checkout_problem(top, src) is None else ""
+
+
+def load_source(
+    src: BenchmarkSource,
+    directory: Path,
+    *,
+    select: Callable[[list[Any], Callable[[Any], str], Callable[[Any], str | None]], list[Any]] | None = None,
+    source: Source | None = None,
+    image_registry: str | None = None,
+    image_lock: str | None | bool = True,
+) -> LoadedBenchmark:
+    """The source's tasks from ``directory`` with the source's rules (defaults, lock, marker, patch).
+
+    ``select(items, key, declared)`` picks what to load before anything is parsed.
+    """
+    source = source or src.source
+    pick = select or (lambda items, key, declared: items)
+    if src.loader == "harbor":
+        dirs = pick(harbor_candidates(directory), lambda p: p.name, declared_id)
+        loaded = load_harbor_tasks(dirs, src.name, defaults=src.harbor_defaults(), source=source)
+    else:
+        path = directory / str(src.file) if (directory / str(src.file)).is_file() else directory
+        loaded = load_patcheval_rows(path, src.name, source=source, select=pick)
+    lock_name = src.image_lock if image_lock is True else (image_lock or None)
+    lock = load_image_lock(lock_name) if lock_name else None
+    tasks = apply_image_policy(loaded.tasks, registry=image_registry, default_registry=src.default_image_registry,
+                               lock=lock)
+    if select is None and len(tasks) != src.expected_tasks:
+        log.warning("benchmark %s: %d tasks loaded, the published denominator is %d",
+                    src.name, len(tasks), src.expected_tasks)
+    tasks = [replace(t, metadata={**t.metadata, "pod_prefix": src.pod_prefix}) for t in tasks]
+    return LoadedBenchmark(tasks, loaded.report)
 
 
 def load_benchmark(
@@ -207,6 +330,7 @@ def load_benchmark(
     cache_dir: Path | None = None,
     root: Path | None = None,
     offline: bool = False,
+    mirror: str | None = None,
     image_registry: str | None = None,
     image_lock: str | None | bool = True,
     task_ids: Iterable[str] | None = None,
@@ -216,38 +340,17 @@ def load_benchmark(
     ``root`` reads an already materialised subpath directory (tests, air-gapped mirrors).
     ``image_lock=True`` applies the source's own lock, a string names another, False/None none.
     A selected task id that the benchmark does not have is an error, as is a task missing
-    from the lock; both happen here, before any sandbox exists.
+    from the lock; both happen here, before any sandbox exists. Tasks that fail to load are
+    logged and skipped (``farm.tasks.registry`` reports them).
     """
     src = get_source(name)
-    directory = Path(root) if root is not None else materialize(src, cache_dir, offline=offline)
-    if src.loader == "harbor":
-        tasks = load_harbor_dir(directory, src.name, defaults=src.harbor_defaults(), source=src.source)
-    else:
-        path = directory / src.file if (directory / str(src.file)).is_file() else directory
-        tasks = load_patcheval_file(path, src.name, source=src.source)
+    directory = Path(root) if root is not None else materialize(src, cache_dir, offline=offline, mirror=mirror)
+    select = None
     if task_ids is not None:
         wanted = list(dict.fromkeys(task_ids))
-        by_id = {t.task_id: t for t in tasks}
-        missing = [t for t in wanted if t not in by_id]
-        if missing:
-            raise ConfigError(f"benchmark {src.name}: unknown task id(s) {missing[:10]}")
-        tasks = [by_id[t] for t in wanted]
-    lock_name = src.image_lock if image_lock is True else (image_lock or None)
-    lock = load_image_lock(lock_name) if lock_name else None
-    tasks = apply_image_policy(tasks, registry=image_registry, default_registry=src.default_image_registry,
-                               lock=lock)
-    if len(tasks) != src.expected_tasks and task_ids is None:
-        log.warning("benchmark %s: %d tasks loaded, the published denominator is %d",
-                    src.name, len(tasks), src.expected_tasks)
-    return [replace(t, metadata={**t.metadata, "pod_prefix": src.pod_prefix}) for t in tasks]
 
+        def select(items: list[Any], key: Callable[[Any], str], declared: Callable[[Any], str | None]) -> list[Any]:
+            return select_ids(items, key, declared, wanted, src.name)
 
-def task_rows(tasks: Iterable[Task]) -> list[dict[str, object]]:
-    """What `farm tasks list` prints: one row per task."""
-    return [
-        {"benchmark": t.benchmark, "task_id": t.task_id, "image": t.environment.image,
-         "workdir": t.workdir, "agent_network": t.agent_network, "verifier_network": t.verifier_network,
-         "agent_timeout_s": t.agent_timeout_s, "verifier_timeout_s": t.verifier_timeout_s,
-         "revision": t.source.revision}
-        for t in tasks
-    ]
+    loaded = load_source(src, directory, select=select, image_registry=image_registry, image_lock=image_lock)
+    return loaded.enforce(strict=False).tasks
