@@ -33,6 +33,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from farm.run.progress import RunProgress
 
     cfg = _cfg(args)
+    loaded = None
+    if not cfg.experiment.benchmarks:  # several benchmarks: the driver loads them and logs their failures
+        from farm.tasks.registry import load_benchmark_report
+
+        loaded = load_benchmark_report(cfg.benchmark)
+    tasks = loaded.tasks if loaded is not None else None
 
     async def main() -> Any:
         with RunProgress(enabled=cfg.run.progress and not args.quiet, console=console) as progress:
@@ -41,8 +47,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
                 async with served(cfg) as base_url:
                     cfg.model.base_url = base_url
-                    return await run_experiment(cfg, progress=progress.hook)
-            return await run_experiment(cfg, progress=progress.hook)
+                    return await run_experiment(cfg, tasks=tasks, progress=progress.hook)
+            return await run_experiment(cfg, tasks=tasks, progress=progress.hook)
 
     summary = asyncio.run(main())
     console.print(
@@ -51,6 +57,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"({summary.retried} retries) in {summary.wall_s:.1f}s; store {summary.store_uri}"
     )
     _print_report(cfg.store.uri, cfg.store.endpoint_url, cfg.store.region, [summary.run_id])
+    if loaded is not None:
+        from farm.tasks.cli import print_report
+
+        print_report(loaded.report, err_console)  # tasks that did not load, at the end of the output
     return 0
 
 

@@ -100,13 +100,17 @@ class LoadedBenchmark:
     tasks: list[Task]
     report: LoadReport
 
-    def enforce(self, strict: bool) -> LoadedBenchmark:
-        """Under ``strict`` a failure is an error listing all of them; otherwise log them once."""
-        if self.report.failures:
-            if strict:
-                raise ConfigError("benchmark.strict=true and tasks failed to load:\n" + "\n".join(self.report.lines()))
-            log.warning("%s: %d task(s) failed to load and are skipped (listed at the end)",
-                        self.report.benchmark, len(self.report.failures))
+    def enforce(self, strict: bool, *, quiet: bool = False) -> LoadedBenchmark:
+        """Under ``strict`` a failure is an error listing all of them.
+
+        Otherwise the report is logged as warnings, unless ``quiet`` (the caller prints it
+        itself, at the end of its output).
+        """
+        if self.report.failures and strict:
+            raise ConfigError("benchmark.strict=true and tasks failed to load:\n" + "\n".join(self.report.lines()))
+        if not quiet:
+            for line in self.report.lines():
+                log.warning("%s", line)
         return self
 
 

@@ -30,8 +30,10 @@ def builtin_tasks() -> list[Task]:
     return loaded.enforce(strict=True).tasks  # the bundled suite must always load whole
 
 
-def load_benchmark_report(cfg: BenchmarkConfig) -> LoadedBenchmark:
+def load_benchmark_report(cfg: BenchmarkConfig, *, quiet: bool = True) -> LoadedBenchmark:
     """The configured benchmark's tasks and its load report (failures, unhonoured fields).
+
+    ``quiet``: the caller prints the report; otherwise it is logged as warnings.
 
     Raises:
         ConfigError: the benchmark cannot be found or fetched, a selected id does not exist,
@@ -65,9 +67,9 @@ def load_benchmark_report(cfg: BenchmarkConfig) -> LoadedBenchmark:
         src = sources.get_source(cfg.name)
         directory = sources.materialize(src, Path(cfg.cache_dir) if cfg.cache_dir else None, mirror=cfg.mirror)
         loaded = sources.load_source(src, directory, select=select)
-    return loaded.enforce(cfg.strict)
+    return loaded.enforce(cfg.strict, quiet=quiet)
 
 
 def load_benchmark(cfg: BenchmarkConfig) -> list[Task]:
     """The configured benchmark's tasks (failures are logged; see :func:`load_benchmark_report`)."""
-    return load_benchmark_report(cfg).tasks
+    return load_benchmark_report(cfg, quiet=False).tasks

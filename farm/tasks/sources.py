@@ -353,4 +353,4 @@ def load_benchmark(
             return select_ids(items, key, declared, wanted, src.name)
 
     loaded = load_source(src, directory, select=select, image_registry=image_registry, image_lock=image_lock)
-    return loaded.enforce(strict=False).tasks
+    return loaded.enforce(strict=False, quiet=False).tasks

@@ -274,3 +274,15 @@ def test_a_windows_task_and_a_multi_step_task_fail_with_their_cause(tmp_path: Pa
     for d in (win.parent, step.parent):
         (f,) = load(f"benchmark.path={d}").report.failures
         assert f.cause == "unsupported_layout"
+
+
+def test_a_run_goes_on_and_lists_the_failures_at_the_end(mixed: Path, tmp_path: Path, capsys) -> None:
+    from farm.store.results import ResultStore
+
+    store = tmp_path / "store"
+    assert main(["run", "-q", "agent=oracle", "run.executor=local", f"benchmark.path={mixed}",
+                 f"store.uri={store}", "run.id=mixed"]) == 0
+    err = capsys.readouterr().err
+    assert "3 of 5 task(s) failed to load" in err and "d-bad-dockerfile" in err
+    rows = ResultStore.open(str(store)).read_trials("mixed").to_pylist()
+    assert sorted(r["task_id"] for r in rows) == ["a-good", "e-good"]  # the rest ran
