@@ -24,6 +24,14 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from farm.errors import ConfigError
+from farm.sandbox_config import (  # noqa: F401  (re-exported: part of the schema)
+    CAPABILITY_PROFILES,
+    DEFAULT_EGRESS_EXCEPT,
+    DockerSandboxConfig,
+    KubernetesSandboxConfig,
+    LocalSandboxConfig,
+    SandboxConfig,
+)
 
 NODE_GROUPS = ("benchmark", "sandbox", "store", "model", "agent")
 ROOT_GROUPS = ("experiment",)
@@ -40,79 +48,6 @@ class BenchmarkConfig:
     strict: bool = False  # a task that fails to load fails the command (default: reported, skipped)
     mirror: Optional[str] = None  # replaces the source's git URL: a bare repo, a checkout, or a URL
     cache_dir: Optional[str] = None  # null: $FARM_CACHE_DIR/sources, else ~/.cache/farm/sources
-
-
-@dataclass
-class LocalSandboxConfig:
-    root_dir: Optional[str] = None
-    allow_any_image: bool = False
-    limits: bool = True
-    # public-network sandboxes: "isolated" = a private netns with user-mode networking
-    # (slirp4netns), host loopback unreachable; "host" = share the host's network
-    public_network: str = "isolated"
-
-
-# Capability profiles of the pod/container spec (farm/sandbox/manifests.py reads them).
-CAPABILITY_PROFILES = ("restricted", "none", "runtime-default")
-# Public egress still may not reach cloud metadata or cluster-internal addresses.
-DEFAULT_EGRESS_EXCEPT = ("169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
-
-
-@dataclass
-class KubernetesSandboxConfig:
-    """``sandbox.kubernetes.*``: where and how trial pods run (docs/cluster.md)."""
-
-    namespace: str = "farm-sandboxes"
-    context: Optional[str] = None
-    kubeconfig: Optional[str] = None
-    image_registry: Optional[str] = None  # mirror that replaces the images' registry host
-    image_lock: Optional[str] = None  # packaged lock name (sweb-v-20260904) or a JSON path
-    toolbox_image: str = "ghcr.io/farm-eval/farm-toolbox:0.1.0"
-    runtime_class: Optional[str] = None  # e.g. gvisor, kata
-    node_selector: Dict[str, str] = field(default_factory=dict)
-    tolerations: List[Dict[str, Any]] = field(default_factory=list)
-    priority_class: Optional[str] = None
-    service_account: Optional[str] = None  # its token is never mounted either way
-    pull_secrets: List[str] = field(default_factory=list)
-    labels: Dict[str, str] = field(default_factory=dict)
-    capabilities: str = "restricted"  # restricted | none | runtime-default
-    cpu_limit_factor: Optional[float] = 1.0  # CPU limit = request x factor; null: no CPU limit
-    memory_limit: Optional[str] = None  # overrides the task's memory as the limit
-    pod_lifetime_s: Optional[float] = None  # activeDeadlineSeconds; null: agent+verifier+build+600
-    pod_start_timeout_s: float = 900.0
-    unschedulable_grace_s: float = 120.0  # an autoscaler may still add a node
-    agent_network: Optional[str] = None  # override the task's network mode for the agent phase
-    verifier_network: Optional[str] = None
-    public_egress_except: List[str] = field(default_factory=lambda: list(DEFAULT_EGRESS_EXCEPT))
-    keep_pods: bool = False
-    max_reconnects: int = 3
-
-
-@dataclass
-class DockerSandboxConfig:
-    """``sandbox.docker.*``: the pod semantics on one machine's Docker or Podman."""
-
-    engine: str = "docker"  # docker | podman | a path to either
-    toolbox_image: str = "ghcr.io/farm-eval/farm-toolbox:0.1.0"
-    image_registry: Optional[str] = None
-    image_lock: Optional[str] = None
-    capabilities: str = "restricted"  # restricted | none | runtime-default
-    cpu_limit_factor: Optional[float] = 1.0
-    memory_limit: Optional[str] = None
-    pull: str = "missing"  # missing | always | never
-    runtime: Optional[str] = None  # e.g. runsc for gVisor
-    extra_args: List[str] = field(default_factory=list)
-    keep_containers: bool = False
-    max_reconnects: int = 3
-    labels: Dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class SandboxConfig:
-    backend: str = "local"  # local | kubernetes | docker
-    local: LocalSandboxConfig = field(default_factory=LocalSandboxConfig)
-    kubernetes: KubernetesSandboxConfig = field(default_factory=KubernetesSandboxConfig)
-    docker: DockerSandboxConfig = field(default_factory=DockerSandboxConfig)
 
 
 @dataclass
@@ -277,7 +212,8 @@ POSITIVE: tuple[str, ...] = (
 )
 NON_NEGATIVE: tuple[str, ...] = (
     "agent.max_context_tokens", "model.max_retries", "model.temperature", "run.retry_backoff_s",
-    "benchmark.sample", "sandbox.kubernetes.unschedulable_grace_s", "sandbox.kubernetes.max_reconnects", "sandbox.docker.max_reconnects",
+    "benchmark.sample", "sandbox.kubernetes.unschedulable_grace_s", "sandbox.kubernetes.max_reconnects",
+    "sandbox.docker.max_reconnects",
 )
 # Optional numbers that, when set, must be > 0.
 POSITIVE_IF_SET: tuple[str, ...] = ("agent.max_total_time_s", "sandbox.kubernetes.pod_lifetime_s")
@@ -292,7 +228,8 @@ NON_EMPTY: tuple[str, ...] = (
 # Settings that change how a run is executed but not what it measures; they are left out of
 # the config hash so that resuming with more workers or another store is the same run.
 NOT_HASHED = (
-    "run.id", "run.new", "run.max_in_flight", "run.executor", "run.ray_address", "run.workers", "run.max_concurrent_starts",
+    "run.id", "run.new", "run.max_in_flight", "run.executor", "run.ray_address", "run.workers",
+    "run.max_concurrent_starts",
     "run.progress", "run.max_attempts", "run.retry_backoff_s", "store",
     "benchmark.strict", "benchmark.mirror", "benchmark.cache_dir", "serve.host", "serve.port",
     "serve.ready_timeout_s", "serve.app_name", "serve.num_cpus", "report", "sandbox.local.root_dir",
@@ -511,5 +448,11 @@ def config_hash(cfg: FarmConfig) -> str:
         for part in parts[:-1]:
             node = node.get(part, {})
         node.pop(parts[-1], None)
+    # only the chosen backend's section shapes the sandboxes: a Kubernetes setting does not
+    # change what a local run measures
+    sandbox = data.get("sandbox", {})
+    for name in CHOICES["sandbox.backend"]:
+        if name != sandbox.get("backend"):
+            sandbox.pop(name, None)
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -169,7 +169,7 @@ def _tables(c: ReportContent) -> list[Table]:
                 ("per seed", lambda r: r["per_seed"]),
                 ("graded-only %", lambda r: f"{fmt(r['graded_rate'])} of {r['graded']}"),
                 ("graded CI", lambda r: fmt_ci(r["graded_ci_low"], r["graded_ci_high"])),
-                *[(f"pass@{j}", (lambda j: lambda r: fmt(r[f"pass_at_{j}"]))(j)) for j in range(1, max_k + 1)],
+                *[(f"pass@{j}", lambda r, j=j: fmt(r[f"pass_at_{j}"])) for j in range(1, max_k + 1)],
                 ("flip %", lambda r: fmt(r["flip_rate"])),
                 ("parallel-call turns %", lambda r: fmt(r["parallel_rate"], 2)),
                 *_trace_columns(),
@@ -190,7 +190,7 @@ def _tables(c: ReportContent) -> list[Table]:
                 ("benchmark", lambda r: r["benchmark"]),
                 ("arm", lambda r: r["arm"]),
                 ("scheduled", lambda r: str(r["scheduled"])),
-                *[(st, (lambda st: lambda r: str(r[st]))(st)) for st in CELL_STATUSES],
+                *[(st, lambda r, st=st: str(r[st])) for st in CELL_STATUSES],
                 *_trace_columns(),
             ],
         )
@@ -332,7 +332,8 @@ def _tables(c: ReportContent) -> list[Table]:
                     ("95% CI", lambda r: fmt_ci(r["ci_low"], r["ci_high"])),
                     ("Δ vs baseline (pts)", lambda r: "–" if r["is_baseline"] else fmt(r["delta_pts"])),
                     ("Δ 95% CI", lambda r: "–" if r["is_baseline"] else fmt_ci(r["delta_ci_low"], r["delta_ci_high"])),
-                    ("McNemar b/c, p", lambda r: "–" if r["is_baseline"] else f"{r['mcnemar_b']}/{r['mcnemar_c']}, p={r['mcnemar_p']:.3g}"),
+                    ("McNemar b/c, p", lambda r: "–" if r["is_baseline"]
+                     else f"{r['mcnemar_b']}/{r['mcnemar_c']}, p={r['mcnemar_p']:.3g}"),
                     ("parallel-call turns %", lambda r: fmt(r["parallel_rate"], 2)),
                     ("steps/trial", lambda r: fmt(r["steps_mean"])),
                     ("tokens/trial", lambda r: fmt(r["tokens_mean"], 0)),
@@ -354,7 +355,8 @@ def _tables(c: ReportContent) -> list[Table]:
         cost.append(row)
 
     def per(f: str, digits: int = 0) -> Column:
-        return (f"{f} /trial · /resolved", lambda r: f"{fmt(r[f + '_per_trial'], digits)} · {fmt(r[f + '_per_resolved'], digits)}")
+        return (f"{f} /trial · /resolved",
+                lambda r: f"{fmt(r[f + '_per_trial'], digits)} · {fmt(r[f + '_per_resolved'], digits)}")
 
     tables.append(
         Table(

@@ -52,7 +52,8 @@ def load_tasks(cfg: FarmConfig) -> list[Task]:
         return load_benchmark(cfg.benchmark)
     tasks: list[Task] = []
     for name in cfg.experiment.benchmarks:
-        bcfg = apply_overrides(cfg, [f"benchmark={name}"]).benchmark if (conf_dir() / "benchmark" / f"{name}.yaml").is_file() \
+        preset = (conf_dir() / "benchmark" / f"{name}.yaml").is_file()
+        bcfg = apply_overrides(cfg, [f"benchmark={name}"]).benchmark if preset \
             else replace(cfg.benchmark, name=name, path=None)
         tasks += load_benchmark(bcfg)
     return tasks
@@ -172,7 +173,8 @@ async def run_experiment(
                 outcome = await executor.submit(job)
             # store I/O (an S3 PUT, a Parquet flush) runs off the event loop that drives the trials
             for name, data in outcome.artifacts.items():
-                await asyncio.to_thread(store.write_artifact, run_id, spec.trial_key, outcome.result.attempt, name, data)
+                await asyncio.to_thread(store.write_artifact, run_id, spec.trial_key, outcome.result.attempt, name,
+                                        data)
             await asyncio.to_thread(writer.add, outcome.result, outcome.steps)
             summary.executed_attempts += 1
             status = outcome.result.status
@@ -191,7 +193,8 @@ async def run_experiment(
     async def heartbeat() -> None:
         while True:
             with contextlib.suppress(Exception):  # a missed beat only makes gc more eager later
-                await asyncio.to_thread(store.write_heartbeat, run_id, {"host": socket.gethostname(), "pid": os.getpid()})
+                beat = {"host": socket.gethostname(), "pid": os.getpid()}
+                await asyncio.to_thread(store.write_heartbeat, run_id, beat)
             await asyncio.sleep(HEARTBEAT_S)
 
     beat = asyncio.create_task(heartbeat())

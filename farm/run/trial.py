@@ -189,7 +189,8 @@ async def run_trial(
         if policy == "oracle" or (policy == "scripted" and task.solution_dir is not None):
             # scripted policies may replay the reference solution too (dry runs of experiments)
             if task.solution_dir is None:
-                return finish("infra_error", unsupported_class("no_solution"), f"task {task.task_id} ships no solution/solve.sh")
+                return finish("infra_error", unsupported_class("no_solution"),
+                              f"task {task.task_id} ships no solution/solve.sh")
             await sandbox.upload(task.solution_dir, "/solution")
 
         agent_cfg = cfg.agent

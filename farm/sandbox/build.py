@@ -18,29 +18,10 @@ from typing import Any
 
 from farm.errors import TaskFormatError
 from farm.sandbox.base import SandboxStartError
+from farm.tasks.dockerfile import check_replayable, expand
 from farm.tasks.model import Environment, Task
 
 PACKAGE_MANAGERS = re.compile(r"\b(apt-get|apt|apk|yum|dnf|microdnf|zypper|pacman)\b")
-
-
-_VAR = re.compile(r"\\\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([-+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def expand(value: str, env: Mapping[str, str]) -> str:
-    """Dockerfile variable substitution: $VAR, ${VAR}, ${VAR:-default}, ${VAR:+alt}, \\$."""
-
-    def sub(m: re.Match[str]) -> str:
-        if m.group(0) == "\\$":
-            return "$"
-        name = m.group(1) or m.group(4)
-        cur = env.get(name, "")
-        if m.group(2) == "-":
-            return cur or m.group(3)
-        if m.group(2) == "+":
-            return m.group(3) if cur else ""
-        return cur
-
-    return _VAR.sub(sub, value)
 
 
 @dataclass(frozen=True)
@@ -54,13 +35,22 @@ class ResolvedStep:
     src: str = ""  # copy source (relative to the build context)
     into: bool = False  # copy destination named a directory ("dest/")
     command: str = ""  # run
+    runtime_env: Mapping[str, str] | None = None  # env: what the running container keeps (no ARGs)
 
 
 def resolve_build_steps(task: Task, base_env: Mapping[str, str]) -> list[ResolvedStep]:
-    """Expand variables and relative paths of the task's build steps without running them."""
+    """Expand variables and relative paths of the task's build steps without running them.
+
+    Raises:
+        UnsupportedTaskError: (``dockerfile_instruction``) a step replay cannot honour
+            (COPY --from another stage, ADD of a URL or archive, ...).
+        TaskFormatError: a step of an unknown kind.
+    """
+    check_replayable(task.environment, "build-step replay on a running sandbox")
     envr = task.environment
     workdir = envr.workdir or "/"
     added: dict[str, str] = {}
+    build_only: set[str] = set()
     out: list[ResolvedStep] = []
     for i, step in enumerate(envr.build_steps, 1):
         scope = {**base_env, **added}
@@ -70,18 +60,30 @@ def resolve_build_steps(task: Task, base_env: Mapping[str, str]) -> list[Resolve
             out.append(ResolvedStep(i, "workdir", text, workdir, dict(added), path=workdir))
         elif step.kind == "env":
             added[step.arg] = expand(step.value, scope)
-            out.append(ResolvedStep(i, "env", text, workdir, dict(added)))
+            # an ARG is set for the build steps after it but is not part of the image's env
+            (build_only.add if step.build_only else build_only.discard)(step.arg)
+            runtime = {k: v for k, v in added.items() if k not in build_only}
+            out.append(ResolvedStep(i, "env", text, workdir, dict(added), runtime_env=runtime))
         elif step.kind == "copy":
             raw = expand(step.value, scope)
             dest = _abspath(raw, workdir)
             out.append(
-                ResolvedStep(i, "copy", text, workdir, dict(added), path=dest, src=step.arg, into=raw.endswith("/") or raw in (".", "./"))
+                ResolvedStep(i, "copy", text, workdir, dict(added), path=dest, src=step.arg,
+                             into=raw.endswith("/") or raw in (".", "./"))
             )
         elif step.kind == "run":
             out.append(ResolvedStep(i, "run", text, workdir, dict(added), command=step.arg))
         else:
             raise TaskFormatError(task.path or task.task_id, f"build step {i}: unknown kind {step.kind!r}")
     return out
+
+
+def runtime_env(steps: list[ResolvedStep]) -> dict[str, str]:
+    """The environment the image's ENV steps leave for the running sandbox (ARGs excluded)."""
+    for step in reversed(steps):
+        if step.runtime_env is not None:
+            return dict(step.runtime_env)
+    return {}
 
 
 def literal_task_env(task: Task) -> dict[str, str]:
@@ -121,10 +123,12 @@ async def replay_build_steps(sandbox: Any, task: Task, steps: list[ResolvedStep]
             await _copy(sandbox, task, step)
         elif step.kind == "run":
             res = await sandbox.exec(
-                step.command, timeout_s=envr.build_timeout_s, cwd=step.workdir, env=step.env, merge_stderr=True, output_cap=64 << 10
+                step.command, timeout_s=envr.build_timeout_s, cwd=step.workdir, env=step.env, merge_stderr=True,
+                output_cap=64 << 10
             )
             if res.exit_code != 0:
-                why = f"timed out after {envr.build_timeout_s:.0f} s" if res.timed_out else f"exited with code {res.exit_code}"
+                why = (f"timed out after {envr.build_timeout_s:.0f} s" if res.timed_out
+                       else f"exited with code {res.exit_code}")
                 tail = res.output[-3000:]
                 hint = ""
                 if PACKAGE_MANAGERS.search(step.command):
@@ -133,26 +137,32 @@ async def replay_build_steps(sandbox: Any, task: Task, steps: list[ResolvedStep]
                         "directories: packages must already be installed on the host, or use "
                         "sandbox=docker / sandbox=kubernetes)"
                     )
-                raise SandboxStartError(f"task {task.task_id}: build step {step.index} ({step.text}) {why}; output tail:\n{tail}{hint}",
-                                        reason="build_step")
+                raise SandboxStartError(f"task {task.task_id}: build step {step.index} ({step.text}) {why}; "
+                                        f"output tail:\n{tail}{hint}", reason="build_step")
 
 
 async def _copy(sandbox: Any, task: Task, step: ResolvedStep) -> None:
     ctx = task.environment.build_context
     if ctx is None:
-        raise TaskFormatError(task.path or task.task_id, f"build step {step.index} ({step.text}): COPY needs a build context")
+        raise TaskFormatError(task.path or task.task_id,
+                              f"build step {step.index} ({step.text}): COPY needs a build context")
     ctx = Path(ctx).resolve()
     pattern = str(ctx / step.src)
-    matches = sorted(glob.glob(pattern)) if glob.has_magic(step.src) else ([pattern] if os.path.lexists(pattern) else [])
+    if glob.has_magic(step.src):
+        matches = sorted(glob.glob(pattern))
+    else:
+        matches = [pattern] if os.path.lexists(pattern) else []
     if not matches:
-        raise TaskFormatError(task.path or ctx, f"build step {step.index} ({step.text}): source {step.src!r} not found in {ctx}")
+        raise TaskFormatError(task.path or ctx,
+                              f"build step {step.index} ({step.text}): source {step.src!r} not found in {ctx}")
     into = step.into or len(matches) > 1
     if not into:
         into = (await sandbox.stat(step.path)).is_dir
     for m in matches:
         src = Path(m).resolve()
         if src != ctx and ctx not in src.parents:
-            raise TaskFormatError(task.path or ctx, f"build step {step.index} ({step.text}): source {step.src!r} leaves the build context")
+            raise TaskFormatError(task.path or ctx, f"build step {step.index} ({step.text}): "
+                                  f"source {step.src!r} leaves the build context")
         if src.is_dir():
             await sandbox.upload(src, step.path)
         else:

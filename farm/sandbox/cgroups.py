@@ -51,7 +51,7 @@ class CgroupLimits:
         self.version = version
 
     @classmethod
-    def create(cls, name: str, res: Resources) -> "CgroupLimits":
+    def create(cls, name: str, res: Resources) -> CgroupLimits:
         own = _own_cgroups()
         reasons: list[str] = []
         if (CGROUP_ROOT / "memory" / "cgroup.procs").exists() or (CGROUP_ROOT / "pids" / "cgroup.procs").exists():
@@ -68,7 +68,7 @@ class CgroupLimits:
         raise CgroupUnavailable("; ".join(reasons) or "no cgroup hierarchy mounted at /sys/fs/cgroup")
 
     @classmethod
-    def _create_v1(cls, name: str, res: Resources, own: dict[str, str]) -> "CgroupLimits":
+    def _create_v1(cls, name: str, res: Resources, own: dict[str, str]) -> CgroupLimits:
         dirs: list[Path] = []
         applied: list[str] = []
         cpu_usage = None
@@ -104,7 +104,7 @@ class CgroupLimits:
         return cls(dirs, applied, cpu_usage, 1)
 
     @classmethod
-    def _create_v2(cls, name: str, res: Resources, parent: Path) -> "CgroupLimits":
+    def _create_v2(cls, name: str, res: Resources, parent: Path) -> CgroupLimits:
         d = parent / f"farm-{name}"
         # enabling controllers for children can fail (no-internal-process rule): limits that
         # are then missing are reported, not fatal

@@ -21,8 +21,9 @@ import logging
 import tarfile
 import tempfile
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Mapping, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from farm.errors import FarmError
 from farm.sandbox.base import ExecResult, SandboxClosedError, SandboxLostError
@@ -212,7 +213,7 @@ class Channel:
             raise self._lost or SandboxClosedError(f"{self._name}: channel is closed") from e
         try:
             msg = await asyncio.wait_for(asyncio.shield(fut), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._pending.pop(rid, None)
             self._mark_lost(f"no answer to {op!r} within {timeout:.0f} s")
             raise self._lost or SandboxClosedError(f"{self._name}: channel is closed") from None

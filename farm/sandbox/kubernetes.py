@@ -348,7 +348,8 @@ class KubernetesBackend:
         try:
             import kubernetes  # noqa: F401
         except ImportError:  # pragma: no cover - the [k8s] extra is missing
-            raise ConfigError("sandbox.backend=kubernetes needs the 'kubernetes' package (pip install farm[k8s])") from None
+            raise ConfigError("sandbox.backend=kubernetes needs the 'kubernetes' package "
+                              "(pip install farm[k8s])") from None
 
     def gc(self, cfg: SandboxConfig, is_run_alive: Callable[[str], bool], *, dry_run: bool = False) -> GcReport:
         core, net = shared_clients(cfg.kubernetes)

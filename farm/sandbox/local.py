@@ -38,7 +38,7 @@ from farm.sandbox.base import (
     SandboxStartError,
     SandboxStats,
 )
-from farm.sandbox.build import ResolvedStep, env_overrides, replay_build_steps
+from farm.sandbox.build import ResolvedStep, env_overrides, replay_build_steps, runtime_env
 from farm.sandbox.cgroups import CgroupLimits, CgroupUnavailable
 from farm.sandbox.channel import LINE_LIMIT, Channel
 from farm.sandbox.channel_sandbox import ChannelSandboxMixin
@@ -60,7 +60,8 @@ LOG_SUBDIRS = ("verifier", "agent", "artifacts")
 
 # Docker's default capability set minus NET_RAW (sniffing the host's network when it is
 # shared), MKNOD (device nodes on a host-backed bind) and the audit/fcap/chroot extras.
-KEEP_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_NET_BIND_SERVICE")
+KEEP_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID", "CAP_SETUID",
+             "CAP_NET_BIND_SERVICE")
 PING_TIMEOUT_S = 30.0
 OWNER_FILE = "bwrap.pid"  # "<pid> <start time>" of the sandbox's bwrap, for gc_local
 _GC_DONE: set[str] = set()  # root dirs this process already collected
@@ -225,7 +226,7 @@ class LocalSandbox(ChannelSandboxMixin):
         for s in steps:
             if s.kind == "workdir":
                 self._workdir = s.path
-        self._env = {**(steps[-1].env if steps else {}), **env_overrides(self.task)}
+        self._env = {**runtime_env(steps), **env_overrides(self.task)}
         self.stats.start_s = time.monotonic() - t0
         self.stats.requests = self.channel.requests if self.channel else 0
 
@@ -283,7 +284,8 @@ class LocalSandbox(ChannelSandboxMixin):
         if net:
             net.spawned()
         (self.staging / OWNER_FILE).write_text(f"{self.proc.pid} {_start_time(self.proc.pid)}\n")
-        self.channel = Channel(self.proc.stdout, self.proc.stdin, name=f"sandbox {self.task.task_id}", describe_loss=self._describe_loss)  # type: ignore[arg-type]
+        self.channel = Channel(self.proc.stdout, self.proc.stdin,  # type: ignore[arg-type]
+                               name=f"sandbox {self.task.task_id}", describe_loss=self._describe_loss)
         self.channel.start()
         try:
             await self.channel.request("ping", timeout=PING_TIMEOUT_S)
@@ -412,9 +414,9 @@ class LocalBackend:
         plan_local(task, cfg.local.allow_any_image)
 
     def check_environment(self, cfg: SandboxConfig) -> None:
-        for tool in ("bwrap",) + (("slirp4netns",) if cfg.local.public_network == "isolated" else ()):
-            if shutil.which(tool) is None:
-                raise ConfigError(f"sandbox.backend=local needs {tool!r} on PATH (Debian packages bubblewrap, slirp4netns)")
+        # slirp4netns is needed only by public-network tasks: its absence fails their start
+        if shutil.which("bwrap") is None:
+            raise ConfigError("sandbox.backend=local needs 'bwrap' on PATH (Debian package bubblewrap)")
 
     def gc(self, cfg: SandboxConfig, is_run_alive: Callable[[str], bool], *, dry_run: bool = False) -> GcReport:
         # liveness is the sandbox's own bwrap process, not the run's heartbeat

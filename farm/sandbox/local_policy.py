@@ -20,7 +20,8 @@ from farm.tasks.model import Task
 GENERIC_IMAGES = frozenset({"python", "ubuntu", "debian", "buildpack-deps", "bash"})
 
 # Top-level directories that come read-only from the host; the task may not write below them.
-READ_ONLY_TOPS = frozenset({"usr", "etc", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "dev", "proc", "sys", ".farm"})
+READ_ONLY_TOPS = frozenset({"usr", "etc", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "dev", "proc", "sys",
+                            ".farm"})
 ALWAYS_WRITABLE = ("tmp", "root", "tests", "logs", "solution")
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -77,7 +78,8 @@ def writable_tops(task: Task, steps: list[ResolvedStep]) -> list[str]:
         top = _top(path)
         if not top:
             raise UnsupportedTaskError(f"task {task.task_id}: {what} targets the root directory {path!r}; the local "
-                                       "backend only writes below a top-level directory", reason="dockerfile_instruction")
+                                       "backend only writes below a top-level directory",
+                                       reason="dockerfile_instruction")
         if top in READ_ONLY_TOPS:
             raise UnsupportedTaskError(
                 f"task {task.task_id}: {what} writes below /{top} ({path}), which the local "

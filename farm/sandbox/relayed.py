@@ -28,7 +28,7 @@ from farm.sandbox.base import (
     SandboxStartError,
     SandboxStats,
 )
-from farm.sandbox.build import replay_build_steps, resolve_build_steps
+from farm.sandbox.build import replay_build_steps, resolve_build_steps, runtime_env
 from farm.sandbox.channel import Channel
 from farm.sandbox.channel_sandbox import ChannelSandboxMixin
 from farm.tasks.image_lock import apply_image_policy, load_image_lock
@@ -307,7 +307,7 @@ class RelaySandbox(ChannelSandboxMixin):
         for step in steps:
             if step.kind == "workdir":
                 self._workdir = step.path
-        self._env = dict(steps[-1].env) if steps else {}
+        self._env = runtime_env(steps)
 
     def _ch(self) -> ReconnectingChannel:
         if self._phase in ("closing", "closed"):

@@ -120,7 +120,17 @@ def test_every_backend_section_is_validated_whichever_backend_is_chosen(override
 
 
 def test_backend_sections_are_typed():
-    cfg = load_config(["sandbox=docker", "sandbox.docker.engine=podman", "sandbox.docker.extra_args=[--log-level,debug]",
+    cfg = load_config(["sandbox=docker", "sandbox.docker.engine=podman",
+                       "sandbox.docker.extra_args=[--log-level,debug]",
                        "sandbox.kubernetes.node_selector={pool: sandbox}", "sandbox.kubernetes.cpu_limit_factor=null"])
     assert cfg.sandbox.docker.engine == "podman" and cfg.sandbox.docker.extra_args == ["--log-level", "debug"]
-    assert cfg.sandbox.kubernetes.node_selector == {"pool": "sandbox"} and cfg.sandbox.kubernetes.cpu_limit_factor is None
+    assert cfg.sandbox.kubernetes.node_selector == {"pool": "sandbox"}
+    assert cfg.sandbox.kubernetes.cpu_limit_factor is None
+
+
+def test_only_the_chosen_backend_section_enters_the_config_hash():
+    local = config_hash(load_config([]))
+    assert local == config_hash(load_config(["sandbox.kubernetes.namespace=elsewhere", "sandbox.docker.pull=always"]))
+    assert local != config_hash(load_config(["sandbox.local.allow_any_image=true"]))
+    kube = config_hash(load_config(["sandbox=kubernetes"]))
+    assert kube != config_hash(load_config(["sandbox=kubernetes", "sandbox.kubernetes.runtime_class=gvisor"]))

@@ -212,12 +212,14 @@ async def test_task_without_image_or_missing_from_lock_fails_before_any_pod(clus
 
 @pytest.mark.parametrize("reason,kind", [("ImagePullBackOff", "image_pull"), ("ErrImagePull", "image_pull"),
                                          ("CreateContainerConfigError", "container_config")])
-async def test_pull_errors_fail_the_start_at_once(cluster: FakeClusterBackend, monkeypatch, reason: str, kind: str) -> None:
+async def test_pull_errors_fail_the_start_at_once(cluster: FakeClusterBackend, monkeypatch, reason: str,
+                                                  kind: str) -> None:
     from kubernetes import client
 
     def stuck(name: str, namespace: str) -> Any:
         cluster.core._count("read_namespaced_pod")
-        waiting = client.V1ContainerState(waiting=client.V1ContainerStateWaiting(reason=reason, message="manifest unknown"))
+        waiting = client.V1ContainerState(
+            waiting=client.V1ContainerStateWaiting(reason=reason, message="manifest unknown"))
         return client.V1Pod(status=client.V1PodStatus(phase="Pending", container_statuses=[client.V1ContainerStatus(
             name="task", image="x", image_id="", ready=False, restart_count=0, state=waiting)]))
 
@@ -313,7 +315,8 @@ async def test_websocket_adapter_carries_the_protocol() -> None:
 
 
 @pytest.mark.parametrize("mutate", [
-    pytest.param(lambda pod: pod["spec"]["containers"][0]["securityContext"].update(runAsUser="0"), id="runAsUser-string"),
+    pytest.param(lambda pod: pod["spec"]["containers"][0]["securityContext"].update(runAsUser="0"),
+                 id="runAsUser-string"),
     pytest.param(lambda pod: pod["spec"].update(terminationGracePeriodSeconds="5"), id="grace-string"),
     pytest.param(lambda pod: pod["spec"]["containers"][0].update(imagePullPolicy=None, ports=[{"port": 80}]),
                  id="unknown-field"),
@@ -384,7 +387,8 @@ async def test_start_failure_reason_lands_in_the_row(cluster: FakeClusterBackend
     task = _image_task(network="no-network")
     cfg = load_config(["sandbox=kubernetes", f"store.uri={tmp_path / 'store'}"])
     spec = TrialSpec("run", "k" * 64, task.benchmark, task.task_id, 0, "base", "oracle")
-    out = await run_trial(spec, task, cfg, 1, base_url="http://127.0.0.1:9/v1", policy="oracle", sandbox_factory=factory)
+    out = await run_trial(spec, task, cfg, 1, base_url="http://127.0.0.1:9/v1", policy="oracle",
+                          sandbox_factory=factory)
     assert (out.result.status, out.result.error_class) == ("infra_error", cls)
     assert waiting in out.result.error
 

@@ -98,7 +98,8 @@ def test_deny_policy_blocks_all_egress_including_dns() -> None:
         m.APP_LABEL: m.APP_NAME, m.MANAGED_BY: "farm", m.RUN_LABEL: "r", m.TRIAL_LABEL: "t", m.POD_LABEL: "p1"},
         "annotations": {m.RUN_ANNOTATION: "r"}}}
     (deny,) = m.network_policies(pod, "no-network")
-    assert deny["spec"] == {"podSelector": {"matchLabels": {m.POD_LABEL: "p1"}}, "policyTypes": ["Egress"], "egress": []}
+    assert deny["spec"] == {"podSelector": {"matchLabels": {m.POD_LABEL: "p1"}}, "policyTypes": ["Egress"],
+                            "egress": []}
     (allow,) = m.network_policies(pod, "public")
     assert "169.254.0.0/16" in allow["spec"]["egress"][0]["to"][0]["ipBlock"]["except"]
     with pytest.raises(ConfigError, match="'sometimes'"):

@@ -113,7 +113,8 @@ async def test_kube_play_runs_the_generated_pod(podman_env: dict[str, str], tmp_
         ch.start()
         pong = await ch.request("ping", timeout=60)
         assert pong["python"].startswith("3.")
-        r = await ch.exec('mkdir -p /testbed && cd /testbed && pwd; echo "$FARM_TASK_VAR"; command -v python3 || echo no-python; id -u; '
+        r = await ch.exec('mkdir -p /testbed && cd /testbed && pwd; echo "$FARM_TASK_VAR"; '
+                          'command -v python3 || echo no-python; id -u; '
                           'grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status', timeout_s=30)
         lines = r.stdout.splitlines()
         assert lines[:4] == ["/testbed", "from the manifest", "no-python", "0"], r.output

@@ -38,7 +38,8 @@ def _refused_task(root: Path, name: str = "needs-image") -> Path:
     """A well-formed task whose prebuilt image the local backend cannot stand in for."""
     d = make_task(root, name, CHECK_ANSWER)
     (d / "environment" / "Dockerfile").unlink()
-    toml = (d / "task.toml").read_text().replace("[environment]\n", '[environment]\ndocker_image = "someone/thing:tag"\n')
+    toml = (d / "task.toml").read_text()
+    toml = toml.replace("[environment]\n", '[environment]\ndocker_image = "someone/thing:tag"\n')
     (d / "task.toml").write_text(toml)
     return d
 

@@ -268,7 +268,8 @@ class SandboxConformance:
 
     # --- isolation --------------------------------------------------------------------------
 
-    async def test_no_network_blocks_host_loopback(self, make_sandbox: MakeSandbox, backend: ConformanceBackend) -> None:
+    async def test_no_network_blocks_host_loopback(self, make_sandbox: MakeSandbox,
+                                                   backend: ConformanceBackend) -> None:
         server = LoopbackServer()
         try:
             sb = await make_sandbox(network="no-network")
@@ -331,7 +332,8 @@ class SandboxConformance:
     async def test_resent_request_id_is_not_rerun(self, make_sandbox: MakeSandbox) -> None:
         sb = await make_sandbox()
         ch = sb.channel  # type: ignore[attr-defined]
-        args = {"command": "echo x >> /tmp/once; wc -l < /tmp/once", "timeout_s": 10, "cwd": None, "env": None, "merge_stderr": False, "output_cap": 1000}
+        args = {"command": "echo x >> /tmp/once; wc -l < /tmp/once", "timeout_s": 10, "cwd": None, "env": None,
+                "merge_stderr": False, "output_cap": 1000}
         first = await ch.request("exec", args, request_id="fixed-id-1")
         again = await ch.request("exec", args, request_id="fixed-id-1")
         assert first == again and first["stdout"] == "1\n"
@@ -390,7 +392,8 @@ class SandboxConformance:
             BuildStep("run", "pwd > here.txt"),
         )
         sb = await make_sandbox(build_steps=steps, build_context=ctx)
-        r = await sb.exec('pwd; echo "$GREETING|$COMBINED"; cat /app/out.txt here.txt; cat "/app/resources/deep dir/data.txt"; stat -c %a /app/setup.sh /app/renamed.sh')
+        r = await sb.exec('pwd; echo "$GREETING|$COMBINED"; cat /app/out.txt here.txt; '
+                          'cat "/app/resources/deep dir/data.txt"; stat -c %a /app/setup.sh /app/renamed.sh')
         assert r.stdout.splitlines() == [
             "/app/sub",
             "hello|hello-world:/root",

@@ -21,7 +21,8 @@ from farm.sandbox.channel import LINE_LIMIT, Channel, RemoteOpError, _encode_req
 SERVER = Path(__file__).resolve().parents[2] / "farm" / "sandbox" / "inside" / "server.py"
 
 # the agent must run on any Python >= 3.8 a task image may bring
-INTERPRETERS = [p for p in ("/usr/bin/python3", os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python3")) if os.access(p, os.X_OK)]
+INTERPRETERS = [p for p in ("/usr/bin/python3", os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python3"))
+                if os.access(p, os.X_OK)]
 INTERPRETERS = INTERPRETERS or [sys.executable]
 
 
@@ -32,7 +33,8 @@ class Agent:
 
 async def start_agent(python: str, server: Path, workdir: Path) -> Agent:
     proc = await asyncio.create_subprocess_exec(
-        python, str(server), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=LINE_LIMIT, cwd=workdir
+        python, str(server), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=LINE_LIMIT,
+        cwd=workdir
     )
     ch = Channel(proc.stdout, proc.stdin, name="test-agent", describe_loss=lambda: f"agent exit {proc.returncode}")  # type: ignore[arg-type]
     ch.start()
@@ -192,7 +194,8 @@ async def test_tool_op_without_leaf_tools(tmp_path: Path) -> None:
             "    r = exec_fn(args['command'], timeout_s=5, cwd=workdir, env=None, merge_stderr=True, output_cap=100)\n"
             "    return {'observation': name + ':' + r['stdout'], 'exit_code': r['exit_code']}\n"
         )
-        res = await a.channel.request("tool", {"name": "Bash", "args": {"command": "pwd; exit 4"}, "workdir": str(tmp_path), "limits": {}})
+        res = await a.channel.request("tool", {"name": "Bash", "args": {"command": "pwd; exit 4"},
+                                               "workdir": str(tmp_path), "limits": {}})
         assert res == {"observation": f"Bash:{tmp_path}\n", "exit_code": 4}
     finally:
         await a.channel.close()

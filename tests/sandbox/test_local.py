@@ -99,7 +99,8 @@ async def test_host_is_not_visible(sandbox_root: Path) -> None:
     host_tmp.write_text("host secret\n")
     try:
         async with LocalSandbox(make_task(), root_dir=sandbox_root) as sb:
-            r = await sb.exec(f"test -e /work; echo work=$?; test -e {host_tmp}; echo tmp=$?; ls -A /root; ls /home 2>&1 | head -1")
+            r = await sb.exec(f"test -e /work; echo work=$?; test -e {host_tmp}; echo tmp=$?; ls -A /root; "
+                              "ls /home 2>&1 | head -1")
             assert "work=1" in r.stdout and "tmp=1" in r.stdout
             assert ".pyenv" not in r.stdout and "No such file" in r.stdout
             # the host's own files next to the workspace, e.g. this checkout, are absent too
@@ -170,11 +171,13 @@ def test_image_repository_parsing() -> None:
 
 async def test_workdir_below_a_system_dir_is_unsupported(sandbox_root: Path) -> None:
     with pytest.raises(UnsupportedTaskError, match="/usr/src/app"):
-        await LocalSandbox(make_task(build_steps=(BuildStep("workdir", "/usr/src/app"),)), root_dir=sandbox_root).start()
+        task = make_task(build_steps=(BuildStep("workdir", "/usr/src/app"),))
+        await LocalSandbox(task, root_dir=sandbox_root).start()
 
 
 async def test_package_install_step_fails_with_a_hint(sandbox_root: Path) -> None:
-    task = make_task(network="no-network", build_steps=(BuildStep("run", "apt-get install -y --no-download nonexistent-pkg-farm"),))
+    task = make_task(network="no-network",
+                     build_steps=(BuildStep("run", "apt-get install -y --no-download nonexistent-pkg-farm"),))
     with pytest.raises(SandboxStartError, match="packages must already be installed on the host"):
         await LocalSandbox(task, root_dir=sandbox_root).start()
     assert list(sandbox_root.iterdir()) == []
@@ -187,7 +190,8 @@ async def test_memory_and_pids_limits_apply(sandbox_root: Path) -> None:
         if limits.startswith("unavailable"):
             pytest.skip(f"no writable cgroups here: {limits}")
         assert "memory=96MiB" in limits and "pids=64" in limits
-        hog = await sb.exec("python3 -c \"b = bytearray(400 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); print('survived')\"", timeout_s=60)
+        hog = await sb.exec("python3 -c \"b = bytearray(400 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); "
+                            "print('survived')\"", timeout_s=60)
         assert "survived" not in hog.stdout and hog.exit_code != 0
         forks = await sb.exec("for i in $(seq 100); do sleep 1 & done 2>&1; wait", timeout_s=30, merge_stderr=True)
         assert "Resource temporarily unavailable" in forks.stdout
@@ -222,7 +226,7 @@ async def test_agent_runs_under_a_python_outside_usr(sandbox_root: Path, monkeyp
     assert exe == str(Path(sys.executable).resolve()) and str(Path(sys.base_prefix).resolve()) in binds
     async with LocalSandbox(make_task(), root_dir=sandbox_root) as sb:
         pong = await sb.call("ping")
-        assert pong["python"] == "%d.%d.%d" % sys.version_info[:3]
+        assert pong["python"] == ".".join(str(n) for n in sys.version_info[:3])
         assert (await sb.exec("touch /root/ok")).exit_code == 0
 
 
@@ -269,7 +273,8 @@ async def test_first_start_collects_leftovers(tmp_path: Path) -> None:
 
 async def test_dockerfile_env_is_expanded_once_for_exec_and_tools(sandbox_root: Path) -> None:
     """The loader copies raw ENV values into environment.env; they must not be exported raw."""
-    steps = (BuildStep("env", "PATH", "/root/bin:$PATH"), BuildStep("env", "MODE", "image"), BuildStep("env", "KEEP", "k"))
+    steps = (BuildStep("env", "PATH", "/root/bin:$PATH"), BuildStep("env", "MODE", "image"),
+             BuildStep("env", "KEEP", "k"))
     env = {"PATH": "/root/bin:$PATH", "MODE": "toml-override", "KEEP": "k", "LITERAL": "$NOT_EXPANDED"}
     task = make_task(build_steps=steps, env=env)
     async with LocalSandbox(task, root_dir=sandbox_root) as sb:
@@ -311,3 +316,11 @@ async def test_public_network_is_isolated_from_host_loopback(tmp_path: Path) -> 
         await shared.close()
         server.close()
     assert slirp is not None and slirp.returncode is not None  # nothing left running
+
+
+async def test_an_arg_reaches_the_build_steps_but_not_the_running_sandbox(sandbox_root: Path) -> None:
+    steps = (BuildStep("env", "VERSION", "1.2", build_only=True), BuildStep("env", "KEPT", "k"),
+             BuildStep("run", 'echo "$VERSION" > /app/built-with'))
+    async with LocalSandbox(make_task(build_steps=steps), root_dir=sandbox_root) as sb:
+        assert (await sb.read_file("/app/built-with")) == b"1.2\n"
+        assert (await sb.exec('echo "[$VERSION|$KEPT]"')).stdout == "[|k]\n"

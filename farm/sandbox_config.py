@@ -1,0 +1,83 @@
+"""The ``sandbox.*`` sections of the config schema: one typed section per backend.
+
+Part of farm.config (re-exported there); a module of its own so that the schema stays
+readable. The values are validated at load time by ``farm.config.validate``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class LocalSandboxConfig:
+    root_dir: str | None = None
+    allow_any_image: bool = False
+    limits: bool = True
+    # public-network sandboxes: "isolated" = a private netns with user-mode networking
+    # (slirp4netns), host loopback unreachable; "host" = share the host's network
+    public_network: str = "isolated"
+
+
+# Capability profiles of the pod/container spec (farm/sandbox/manifests.py reads them).
+CAPABILITY_PROFILES = ("restricted", "none", "runtime-default")
+# Public egress still may not reach cloud metadata or cluster-internal addresses.
+DEFAULT_EGRESS_EXCEPT = ("169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+
+
+@dataclass
+class KubernetesSandboxConfig:
+    """``sandbox.kubernetes.*``: where and how trial pods run (docs/cluster.md)."""
+
+    namespace: str = "farm-sandboxes"
+    context: str | None = None
+    kubeconfig: str | None = None
+    image_registry: str | None = None  # mirror that replaces the images' registry host
+    image_lock: str | None = None  # packaged lock name (sweb-v-20260904) or a JSON path
+    toolbox_image: str = "ghcr.io/farm-eval/farm-toolbox:0.1.0"
+    runtime_class: str | None = None  # e.g. gvisor, kata
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+    priority_class: str | None = None
+    service_account: str | None = None  # its token is never mounted either way
+    pull_secrets: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    capabilities: str = "restricted"  # restricted | none | runtime-default
+    cpu_limit_factor: float | None = 1.0  # CPU limit = request x factor; null: no CPU limit
+    memory_limit: str | None = None  # overrides the task's memory as the limit
+    pod_lifetime_s: float | None = None  # activeDeadlineSeconds; null: agent+verifier+build+600
+    pod_start_timeout_s: float = 900.0
+    unschedulable_grace_s: float = 120.0  # an autoscaler may still add a node
+    agent_network: str | None = None  # override the task's network mode for the agent phase
+    verifier_network: str | None = None
+    public_egress_except: list[str] = field(default_factory=lambda: list(DEFAULT_EGRESS_EXCEPT))
+    keep_pods: bool = False
+    max_reconnects: int = 3
+
+
+@dataclass
+class DockerSandboxConfig:
+    """``sandbox.docker.*``: the pod semantics on one machine's Docker or Podman."""
+
+    engine: str = "docker"  # docker | podman | a path to either
+    toolbox_image: str = "ghcr.io/farm-eval/farm-toolbox:0.1.0"
+    image_registry: str | None = None
+    image_lock: str | None = None
+    capabilities: str = "restricted"  # restricted | none | runtime-default
+    cpu_limit_factor: float | None = 1.0
+    memory_limit: str | None = None
+    pull: str = "missing"  # missing | always | never
+    runtime: str | None = None  # e.g. runsc for gVisor
+    extra_args: list[str] = field(default_factory=list)
+    keep_containers: bool = False
+    max_reconnects: int = 3
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SandboxConfig:
+    backend: str = "local"  # local | kubernetes | docker
+    local: LocalSandboxConfig = field(default_factory=LocalSandboxConfig)
+    kubernetes: KubernetesSandboxConfig = field(default_factory=KubernetesSandboxConfig)
+    docker: DockerSandboxConfig = field(default_factory=DockerSandboxConfig)
