@@ -286,3 +286,29 @@ def test_a_run_goes_on_and_lists_the_failures_at_the_end(mixed: Path, tmp_path: 
     assert "3 of 5 task(s) failed to load" in err and "d-bad-dockerfile" in err
     rows = ResultStore.open(str(store)).read_trials("mixed").to_pylist()
     assert sorted(r["task_id"] for r in rows) == ["a-good", "e-good"]  # the rest ran
+
+
+@pytest.mark.shared("fixtures/terminal-bench-2.0")
+def test_every_terminal_bench_dockerfile_parses_as_the_image_source() -> None:
+    """Without docker_image each Dockerfile is the image: all 89 parse; replay refuses exactly two."""
+    files = sorted(shared_path(*TB2).glob("*/environment/Dockerfile"))
+    assert len(files) == 89
+    parsed = {f.parent.parent.name: parse_cached(f) for f in files}
+    from farm.tasks.dockerfile import replay_blockers
+
+    refused = {name for name, p in parsed.items() if replay_blockers(p.steps)}
+    assert refused == {"financial-document-processor", "reshard-c4-data"}
+    bases = {p.image for p in parsed.values()}
+    assert {"python:3.13-slim-bookworm", "ubuntu:24.04"} <= bases
+    assert all(p.image and not p.image.startswith("$") for p in parsed.values())
+
+
+def test_a_multi_stage_task_without_docker_image_loads_and_keeps_its_steps(tmp_path: Path) -> None:
+    d = make_task(tmp_path / "ms", "two-stage", "[agent]\ntimeout_sec = 5\n", dockerfile=(
+        "ARG PY=3.13\nFROM python:${PY}-slim AS build\nRUN <<EOF\necho '<?xml version=\"1.0\"?>' > /out.xml\nEOF\n"
+        "FROM python:${PY}-slim\nCOPY --from=build /out.xml /app/\nWORKDIR /app\n"))
+    (t,) = load(f"benchmark.path={d.parent}").tasks
+    assert t.environment.image == "python:3.13-slim" and t.workdir == "/app"
+    assert [(s.kind, s.from_stage) for s in t.environment.build_steps] == [("copy", "build"), ("workdir", "")]
+    with pytest.raises(DockerfileUnsupported, match=r"line 6: COPY --from=build /out.xml /app/"):
+        check_replayable(t.environment)
