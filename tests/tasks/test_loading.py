@@ -310,5 +310,5 @@ def test_a_multi_stage_task_without_docker_image_loads_and_keeps_its_steps(tmp_p
     (t,) = load(f"benchmark.path={d.parent}").tasks
     assert t.environment.image == "python:3.13-slim" and t.workdir == "/app"
     assert [(s.kind, s.from_stage) for s in t.environment.build_steps] == [("copy", "build"), ("workdir", "")]
-    with pytest.raises(DockerfileUnsupported, match=r"line 6: COPY --from=build /out.xml /app/"):
+    with pytest.raises(DockerfileUnsupported, match=r"Dockerfile line 7: COPY --from=build /out.xml /app/"):
         check_replayable(t.environment)
