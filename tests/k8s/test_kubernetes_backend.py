@@ -437,3 +437,39 @@ class _Unstarted:
 
     def kill(self) -> None:
         return None
+
+
+async def test_in_place_grading_switches_the_pod_to_the_verifiers_network(cluster: FakeClusterBackend,
+                                                                          tmp_path: Path) -> None:
+    """A pod can change its egress (capabilities.set_network): the trial grades a task whose
+    verifier has no network in the agent's pod after fencing it with a deny policy."""
+    from farm.config import load_config
+    from farm.run.plan import TrialSpec
+    from farm.run.trial import run_trial
+    from farm.run.workers import PolicyEndpoints
+    from farm.tasks.harbor import load_harbor_dir
+
+    from ..run.conftest import CHECK_ANSWER
+    from ..run.conftest import make_task as make_task_dir
+
+    d = make_task_dir(tmp_path / "tasks", "switch", CHECK_ANSWER)
+    toml = (d / "task.toml").read_text()
+    (d / "task.toml").write_text(toml.replace('network_mode = "no-network"', 'network_mode = "public"', 1))
+    (task,) = load_harbor_dir(tmp_path / "tasks", "k8s")
+    assert (task.agent_network, task.verifier_network) == ("public", "no-network")
+
+    def factory(task: Task, section: Any, *, network: str | None = None, **ids: Any) -> Sandbox:
+        return KubernetesSandbox(task, cluster.cfg, network=network, core_api=cluster.core, net_api=cluster.net,
+                                 exec_opener=cluster.execs, poll_s=0.05, **ids)  # type: ignore[arg-type]
+
+    cfg = load_config(["sandbox=kubernetes", "agent=oracle", f"store.uri={tmp_path / 'store'}"])
+    endpoints = PolicyEndpoints()
+    try:
+        base_url, policy = endpoints.base_url(cfg)
+        spec = TrialSpec("run", "s" * 64, task.benchmark, task.task_id, 0, "base", "oracle")
+        out = await run_trial(spec, task, cfg, 1, base_url=base_url, policy=policy, sandbox_factory=factory)
+    finally:
+        endpoints.close()
+    assert out.result.status == "resolved", (out.result.error_class, out.result.error)
+    created = [c for c in cluster.net.calls if c == "create_namespaced_network_policy"]
+    assert len(created) == 2  # the agent's allow-egress policy, then the verifier's deny policy
