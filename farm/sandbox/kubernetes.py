@@ -41,16 +41,22 @@ def load_clients(cfg: KubernetesSandboxConfig) -> tuple[Any, Any]:
     try:
         from kubernetes import client, config
     except ImportError as e:  # pragma: no cover - the [k8s] extra is missing
-        raise ConfigError("sandbox.backend=kubernetes needs the 'kubernetes' package (pip install farm[k8s])") from e
-    api_client = client.ApiClient(configuration=client.Configuration())
-    if cfg.kubeconfig:
-        api_client = config.new_client_from_config(config_file=cfg.kubeconfig, context=cfg.context or None)
-    else:
-        try:
-            config.load_incluster_config()
-            api_client = client.ApiClient()
-        except config.ConfigException:
-            api_client = config.new_client_from_config(context=cfg.context or None)
+        raise ConfigError("sandbox.backend=kubernetes needs the 'kubernetes' package "
+                          "(pip install farm[k8s])") from e
+    try:
+        if cfg.kubeconfig:
+            api_client = config.new_client_from_config(config_file=cfg.kubeconfig, context=cfg.context or None)
+        else:
+            try:
+                config.load_incluster_config()
+                api_client = client.ApiClient()
+            except config.ConfigException:
+                api_client = config.new_client_from_config(context=cfg.context or None)
+    except config.ConfigException as e:  # no usable credentials: a config problem, not a bug
+        where = (f"sandbox.kubernetes.kubeconfig={cfg.kubeconfig!r}" if cfg.kubeconfig
+                 else "$KUBECONFIG / ~/.kube/config")
+        context = f", context {cfg.context!r}" if cfg.context else ""
+        raise ConfigError(f"no Kubernetes credentials from {where}{context} (and not in a cluster): {e}") from None
     return client.CoreV1Api(api_client), client.NetworkingV1Api(api_client)
 
 

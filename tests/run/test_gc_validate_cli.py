@@ -56,3 +56,10 @@ def test_validate_checks_the_backend_can_be_driven_from_here(capsys) -> None:
     assert main(["validate", "sandbox=docker", "sandbox.docker.engine=/nonexistent/docker"]) == 2
     err = capsys.readouterr().err
     assert "sandbox.docker.engine" in err and "/nonexistent/docker" in err
+
+
+def test_gc_kubernetes_without_credentials_is_a_config_error(tmp_path: Path, capsys) -> None:
+    missing = tmp_path / "no-kubeconfig"
+    assert main(["gc", "sandbox=kubernetes", f"sandbox.kubernetes.kubeconfig={missing}"]) == 2
+    err = capsys.readouterr().err
+    assert "sandbox.kubernetes.kubeconfig" in err and "no-kubeconfig" in err and "Traceback" not in err
