@@ -267,3 +267,14 @@ def test_descendants_walks_the_whole_tree():
     assert procs.descendants(2, table) == {3, 4, 6}
     assert procs.descendants(1, table) == {2, 3, 4, 5, 6}
     assert procs.descendants(6, table) == set()
+
+
+def test_a_killed_shell_never_runs_its_next_command(runner, tmp_path: Path):
+    # killed child by child, a shell would see `sleep` die and run `touch` before its own SIGKILL
+    for i in range(5):
+        inner = tmp_path / f"inner{i}"
+        outer = tmp_path / f"outer{i}"
+        res = run(runner, f"bash -c 'sleep 30; touch {inner}' & sleep 30; touch {outer}", timeout_s=0.3)
+        assert res["timed_out"]
+    time.sleep(0.5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

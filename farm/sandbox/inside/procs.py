@@ -6,8 +6,9 @@ next to server.py.
 Which processes belong to a command? Every command's shell is made a *child subreaper*
 (``PR_SET_CHILD_SUBREAPER``, kept across ``execve``) before it starts, so whatever it spawns
 stays in its process tree while the shell lives: double forks, ``setsid``, ``nohup`` and
-``env -i`` cannot leave it. A timed-out command is stopped (it can start nothing new while
-stopped), everything below it is killed until nothing is left, and then the shell itself.
+``env -i`` cannot leave it. A timed-out command is stopped with everything below it (stopped
+processes start nothing and run no next command), everything below it is killed until nothing
+is left, and then the shell itself.
 Processes that left the tree because their shell had already exited are still found by their
 session (the shell led a new one), or by the ``FARM_EXEC_ID`` environment tag a command's
 processes inherit; only a process that is both outside the tree and changed both can escape.
@@ -202,14 +203,29 @@ class Processes:
         found.discard(self.me)
         return found
 
+    def freeze(self, top, tag):
+        """SIGSTOP the command's shell and all its processes until no unstopped one is left.
+
+        Killed one by one, a shell would see its child die and run its next command (``sleep 5;
+        touch x`` would touch x) before its own SIGKILL lands; stopped, nothing runs or forks."""
+        _kill(top, signal.SIGSTOP)
+        stopped = set()
+        for _ in range(KILL_ROUNDS):
+            pids = self.members(top, tag) - stopped
+            if not pids:
+                break
+            for pid in pids:
+                _kill(pid, signal.SIGSTOP)
+            stopped |= pids
+        return stopped
+
     def kill_command(self, top, tag):
         """SIGKILL everything the command started, then its shell; True when nothing is left.
 
-        The shell is stopped first and killed last: while it lives it is the subreaper of all
-        it started, so nothing can leave its tree during the kill."""
-        _kill(top, signal.SIGSTOP)
+        Everything is stopped first (see ``freeze``); the shell is killed last: while it lives it
+        is the subreaper of all it started, so nothing can leave its tree during the kill."""
         for _ in range(KILL_ROUNDS):
-            pids = self.members(top, tag)
+            pids = self.freeze(top, tag)
             if not pids:
                 break
             for pid in pids:
@@ -225,6 +241,8 @@ class Processes:
             pids = self.members(top, tag)
             if not pids:
                 return True
+            for pid in pids:
+                _kill(pid, signal.SIGSTOP)
             for pid in pids:
                 _kill(pid)
             time.sleep(0.005)
