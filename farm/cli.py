@@ -24,7 +24,11 @@ err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
 def _cfg(args: argparse.Namespace) -> FarmConfig:
-    return load_config(list(args.overrides), config_file=getattr(args, "config", None))
+    strict = ["benchmark.strict=true"] if getattr(args, "strict", False) else []
+    return load_config(list(args.overrides) + strict, config_file=getattr(args, "config", None))
+
+
+STRICT_HELP = "fail if any task fails to load (benchmark.strict=true); default: report them at the end"
 
 
 # -- run -------------------------------------------------------------------------------------
@@ -145,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
         return sp
 
     r = add("run", cmd_run, "run an evaluation (resumes if the run exists)")
+    r.add_argument("--strict", action="store_true", help=STRICT_HELP)
     r.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     rep = sub.add_parser("report", help="summarise and render a run from its Parquet")
     rep.add_argument("run", help="run id")
@@ -159,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     tl = tsub.add_parser("list", help="list the tasks of a benchmark or directory")
     tl.add_argument("--path", help="a directory of Harbor-format tasks (same as benchmark.path=DIR)")
     tl.add_argument("--json", action="store_true", help="print the tasks and the load report as JSON")
+    tl.add_argument("--strict", action="store_true", help=STRICT_HELP)
     tl.add_argument("overrides", nargs="*", default=[])
     tl.add_argument("--config")
     tl.set_defaults(fn=cmd_tasks)
@@ -167,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     tf.add_argument("--config")
     tf.set_defaults(fn=cmd_tasks)
     v = add("validate", cmd_validate, "load and validate the config and the benchmark")
+    v.add_argument("--strict", action="store_true", help=STRICT_HELP)
     v.add_argument("--show", action="store_true", help="print the resolved config")
     add("serve", cmd_serve, "serve a model with Ray Serve LLM + vLLM (blocks; Ctrl-C stops)")
     g = add("gc", cmd_gc, "delete sandboxes (pods, containers, local dirs) of runs that are no longer alive")

@@ -135,6 +135,10 @@ def test_strict_fails_instead(mixed: Path) -> None:
     with pytest.raises(ConfigError, match=r"benchmark.strict=true and tasks failed to load:(.|\n)*b-bad-toml"):
         load(f"benchmark.path={mixed}", "benchmark.strict=true")
     assert main(["tasks", "list", f"benchmark.path={mixed}", "benchmark.strict=true"]) == 2
+    for command in (["tasks", "list"], ["validate"], ["run", "-q"]):
+        assert main([*command, "--strict", f"benchmark.path={mixed}", "run.executor=local",
+                     f"store.uri={mixed.parent / 's'}"]) == 2
+    assert not (mixed.parent / "s").exists()  # the run failed before it stored anything
 
 
 def test_cli_lists_the_good_tasks_and_reports_the_rest(mixed: Path, capsys) -> None:
