@@ -158,3 +158,21 @@ async def test_fix_run_decides_in_a_fresh_sandbox(patcheval_task, tmp_path: Path
         assert verdict.failure_type in ("apply_fail", "validation_fail") and verdict.exit_code != 0
     else:
         assert "rendered: <script>" in verdict.output and verdict.failure_type == "validation_fail"
+
+
+def test_each_row_loads_on_its_own_and_selection_skips_unread_rows(tmp_path: Path) -> None:
+    from farm.config import load_config
+    from farm.tasks.registry import load_benchmark_report
+
+    good = {"cve_id": "CVE-2020-1234", "cve_description": "d", "repo": "https://github.com/a/b.git",
+            "image_url": "ghcr.io/x/y:z"}
+    rows = [good, {**good, "cve_id": "not-a-cve"}, {**good, "cve_id": "CVE-2021-9999"}]
+    (tmp_path / "patcheval_verified.json").write_text(json.dumps(rows))
+    base = ["benchmark=patcheval-verified", f"benchmark.path={tmp_path}"]
+    loaded = load_benchmark_report(load_config(base).benchmark)
+    assert [t.task_id for t in loaded.tasks] == ["CVE-2020-1234", "CVE-2021-9999"]
+    (f,) = loaded.report.failures
+    assert f.task == "row 1" and f.cause == "bad_value" and "'not-a-cve' is not a CVE id" in f.message
+    assert {t.benchmark for t in loaded.tasks} == {"patch_eval_verified"}
+    only = load_benchmark_report(load_config([*base, "benchmark.task_ids=[CVE-2021-9999]"]).benchmark)
+    assert [t.task_id for t in only.tasks] == ["CVE-2021-9999"] and only.report.failures == []
