@@ -342,6 +342,33 @@ def load_harbor_task(
     )
 
 
+_FIELD = re.compile(r"for \[?([a-z_]+(?:\.[a-z_]+)+)\]?[: ]|^\[([a-z_.]+)\]")
+
+
+def toml_line(path: Path, message: str) -> int | None:
+    """The line of task.toml that sets the field a message names (``for agent.timeout_sec:``)."""
+    m = _FIELD.search(message)
+    if not m:
+        return None
+    parts = (m.group(1) or m.group(2)).split(".")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    table: list[str] = []
+    for no, line in enumerate(lines, 1):
+        text = line.strip()
+        if text.startswith("["):
+            table = text.strip("[] ").split(".")
+            if table == parts:
+                return no
+            continue
+        key = text.split("=", 1)[0].strip()
+        if "=" in text and table + [key] == parts[: len(table) + 1] and len(table) + 1 <= len(parts):
+            return no
+    return None
+
+
 def is_task_dir(path: Path) -> bool:
     return (path / "task.toml").is_file()
 
@@ -383,7 +410,10 @@ def load_harbor_tasks(
         try:
             task = load_harbor_task(task_dir, benchmark, defaults=defaults, source=source, report=report)
         except TaskFormatError as exc:
-            report.failures.append(LoadFailure.from_error(task_dir.name, exc))
+            failure = LoadFailure.from_error(task_dir.name, exc)
+            if failure.line is None and failure.file.endswith("task.toml"):
+                failure = replace(failure, line=toml_line(Path(failure.file), failure.message))
+            report.failures.append(failure)
             continue
         if task.task_id in seen:
             report.failures.append(LoadFailure(

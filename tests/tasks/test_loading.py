@@ -113,6 +113,7 @@ def mixed(tmp_path: Path) -> Path:
     make_task(root, "d-bad-dockerfile", "[agent]\ntimeout_sec = 5\n",
               dockerfile="FROM python:3.12\nWORKDIR /app\nFETCH http://x /y\n")
     make_task(root, "e-good")
+    make_task(root, "f-bad-value", '[agent]\ntimeout_sec = "soon"\n[environment]\ndocker_image = "x"\n')
     return root
 
 
@@ -120,13 +121,15 @@ def test_bad_tasks_are_reported_with_file_line_and_cause(mixed: Path) -> None:
     loaded = load(f"benchmark.path={mixed}")
     assert [t.task_id for t in loaded.tasks] == ["a-good", "e-good"]
     rep = loaded.report
-    assert rep.candidates == 5 and rep.by_cause() == {"bad_toml": 1, "dockerfile": 1, "missing_file": 1}
+    assert rep.candidates == 6
+    assert rep.by_cause() == {"bad_toml": 1, "bad_value": 1, "dockerfile": 1, "missing_file": 1}
     got = {f.task: (f.file, f.line, f.cause) for f in rep.failures}
     assert got["b-bad-toml"] == (str(mixed / "b-bad-toml" / "task.toml"), 3, "bad_toml")
     assert got["c-no-test"] == (str(mixed / "c-no-test" / "tests" / "test.sh"), None, "missing_file")
     assert got["d-bad-dockerfile"] == (str(mixed / "d-bad-dockerfile" / "environment" / "Dockerfile"), 3, "dockerfile")
+    assert got["f-bad-value"] == (str(mixed / "f-bad-value" / "task.toml"), 2, "bad_value")  # the line that sets it
     text = "\n".join(rep.lines())
-    assert "3 of 5 task(s) failed to load (bad_toml 1, dockerfile 1, missing_file 1)" in text
+    assert "4 of 6 task(s) failed to load (bad_toml 1, bad_value 1, dockerfile 1, missing_file 1)" in text
     assert f"{mixed / 'd-bad-dockerfile' / 'environment' / 'Dockerfile'}:3: [dockerfile] line 3: unknown " \
            "Dockerfile instruction FETCH" in text
 
@@ -147,12 +150,12 @@ def test_cli_lists_the_good_tasks_and_reports_the_rest(mixed: Path, capsys) -> N
     lines = out.splitlines()
     assert lines[0].split("\t")[:2] == ["benchmark", "task_id"]
     assert [ln.split("\t")[1] for ln in lines[1:-1]] == ["a-good", "e-good"]
-    assert lines[-1] == "# 2 tasks, 3 failed to load (listed on stderr)"
+    assert lines[-1] == "# 2 tasks, 4 failed to load (listed on stderr)"
     assert f"b-bad-toml: {mixed / 'b-bad-toml' / 'task.toml'}:3: [bad_toml]" in err
     assert main(["tasks", "list", "--json", f"benchmark.path={mixed}"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [t["task_id"] for t in doc["tasks"]] == ["a-good", "e-good"]
-    assert doc["load"]["failures_by_cause"] == {"bad_toml": 1, "dockerfile": 1, "missing_file": 1}
+    assert doc["load"]["failures_by_cause"] == {"bad_toml": 1, "bad_value": 1, "dockerfile": 1, "missing_file": 1}
     assert {f["task"]: f["line"] for f in doc["load"]["failures"]}["b-bad-toml"] == 3
 
 
@@ -287,7 +290,7 @@ def test_a_run_goes_on_and_lists_the_failures_at_the_end(mixed: Path, tmp_path: 
     assert main(["run", "-q", "agent=oracle", "run.executor=local", f"benchmark.path={mixed}",
                  f"store.uri={store}", "run.id=mixed"]) == 0
     err = capsys.readouterr().err
-    assert "3 of 5 task(s) failed to load" in err and "d-bad-dockerfile" in err
+    assert "4 of 6 task(s) failed to load" in err and "d-bad-dockerfile" in err
     rows = ResultStore.open(str(store)).read_trials("mixed").to_pylist()
     assert sorted(r["task_id"] for r in rows) == ["a-good", "e-good"]  # the rest ran
 
