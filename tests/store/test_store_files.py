@@ -115,3 +115,16 @@ def test_the_store_schemas_have_their_key_columns():
     assert TRIALS_SCHEMA.field("status").type == pa.string()
     assert STEPS_SCHEMA.field("tool_names").type == pa.list_(pa.string())
     assert STEPS_SCHEMA.field("tool_durations_s").type == pa.list_(pa.float64())
+
+
+def test_a_missing_bucket_is_named_as_missing(s3_endpoint):
+    with pytest.raises(StoreError, match=r"^S3 bucket 'no-such-bucket' does not exist \(store.uri='s3://no-such-bucket/x'\)$"):
+        ResultStore.open("s3://no-such-bucket/x", s3_endpoint)
+
+
+def test_an_unreachable_s3_endpoint_is_named(s3_endpoint):
+    from tests.conftest import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(StoreError, match=rf"^cannot reach S3 endpoint '{dead}' for 's3://b/x': "):
+        ResultStore.open("s3://b/x", dead)
