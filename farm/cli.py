@@ -3,6 +3,8 @@
 Every subcommand takes config overrides as trailing ``key=value`` words (``benchmark=builtin``,
 ``run.seeds=3``). Errors farm raises on purpose are printed as one line naming the field and
 the value, with exit code 2; tracebacks are for bugs only.
+
+Exit codes of ``farm run`` (RUN_EXIT_CODES, also in ``farm run --help`` and docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -27,6 +29,17 @@ def _cfg(args: argparse.Namespace) -> FarmConfig:
     strict = ["benchmark.strict=true"] if getattr(args, "strict", False) else []
     return load_config(list(args.overrides) + strict, config_file=getattr(args, "config", None))
 
+
+EXIT_OK, EXIT_CONFIG, EXIT_PREFLIGHT, EXIT_INFRA, EXIT_BREAKER = 0, 2, 3, 4, 5
+RUN_EXIT_CODES = f"""exit codes:
+  {EXIT_OK}    every trial was graded (resolved / unresolved / model_error), or was refused by the
+       backend before it started ("not run" in the report)
+  {EXIT_CONFIG}    bad configuration or input (one line naming the field and the value)
+  {EXIT_PREFLIGHT}    preflight failed: endpoint, served model id, tool call, store or sandbox; nothing ran
+  {EXIT_INFRA}    some trials are still infra_error after their retries (re-run the command to resume)
+  {EXIT_BREAKER}    the circuit breaker stopped the run (run.breaker_consecutive attempts in a row in one
+       infra class); the trials it did not finish re-run on resume
+  130  interrupted"""
 
 STRICT_HELP = "fail if any task fails to load (benchmark.strict=true); default: report them at the end"
 
@@ -67,7 +80,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         from farm.tasks.cli import print_report
 
         print_report(loaded.report, err_console)  # tasks that did not load, at the end of the output
-    return 0
+    if summary.breaker:
+        err_console.print(f"[bold red]stopped:[/] {summary.breaker}; {summary.unfinished} trials left unfinished "
+                          "(re-run the same command to resume)", highlight=False, soft_wrap=True)
+        return EXIT_BREAKER
+    if summary.infra_left > 0:
+        err_console.print(f"[bold red]incomplete:[/] {summary.infra_left} trials still infra_error after "
+                          f"{cfg.run.max_attempts} attempts (re-run the same command to retry them)", highlight=False, soft_wrap=True)
+        return EXIT_INFRA
+    return EXIT_OK
 
 
 # -- report ----------------------------------------------------------------------------------
@@ -141,14 +162,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="farm", description="Evaluation farm for tool-calling coding agents.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def add(name: str, fn: Any, help: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help)
+    def add(name: str, fn: Any, help: str, epilog: str | None = None) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
         sp.add_argument("overrides", nargs="*", help="config overrides: group=name or dotted.key=value")
         sp.add_argument("--config", help="a YAML file merged over the defaults (before the overrides)")
         sp.set_defaults(fn=fn)
         return sp
 
-    r = add("run", cmd_run, "run an evaluation (resumes if the run exists)")
+    r = add("run", cmd_run, "run an evaluation (resumes if the run exists)", epilog=RUN_EXIT_CODES)
     r.add_argument("--strict", action="store_true", help=STRICT_HELP)
     r.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     rep = sub.add_parser("report", help="summarise and render a run from its Parquet")
@@ -186,8 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.fn(args) or 0)
     except FarmError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
-        return 2
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        return int(getattr(exc, "exit_code", EXIT_CONFIG))
     except KeyboardInterrupt:
         err_console.print("interrupted: finished trials are stored; run the same command again to resume")
         return 130

@@ -33,6 +33,8 @@ from farm.sandbox_config import (  # noqa: F401  (re-exported: part of the schem
     SandboxConfig,
 )
 
+# model.name of the embedded defaults: no model at all, the oracle policy answers
+ORACLE_MODEL = "oracle"
 NODE_GROUPS = ("benchmark", "sandbox", "store", "model", "agent")
 ROOT_GROUPS = ("experiment",)
 
@@ -93,14 +95,19 @@ class ModelConfig:
     parallel_tool_calls: bool = True
     extra_body: Dict[str, Any] = field(default_factory=dict)
     session_header: str = "X-Farm-Session"
+    # the run's preflight sends one tiny chat completion with a tool and requires a parseable
+    # tool call back; false only for models that cannot call tools (random weights: tiny-cpu)
+    preflight_tool_call: bool = True
     serving: ServingConfig = field(default_factory=ServingConfig)
 
 
 @dataclass
 class AgentConfig:
-    # auto: the Leaf loop against model.base_url (or the served model) if one is configured,
-    # else the oracle policy. oracle / nop / scripted are local policy endpoints that the
-    # same Leaf loop talks to, so every run exercises the whole tool path.
+    # auto means one thing: "leaf" when an endpoint is configured (model.base_url or
+    # serve.enabled=true), else "oracle" -- and the oracle only while model.name is the default
+    # "oracle": a model preset with no endpoint is a ConfigError naming the fix, never a silent
+    # oracle run labelled with the preset's name. oracle / nop / scripted are local policy
+    # endpoints (real HTTP servers) that the same Leaf loop talks to.
     name: str = "auto"  # auto | leaf | oracle | nop | scripted
     script: Optional[str] = None  # YAML/JSON file of assistant turns for `scripted`
     max_steps: int = 150
@@ -140,6 +147,14 @@ class RunConfig:
     # spawns, environment build), so a burst of hundreds only makes every start time out
     max_concurrent_starts: int = 16
     progress: bool = True
+    # preflight before the first trial: endpoint (/v1/models + one chat completion with a
+    # tool), store writable, sandbox backend usable; preflight_sandbox also starts one sandbox
+    preflight: bool = True
+    preflight_sandbox: bool = True
+    preflight_timeout_s: float = 20.0
+    # stop the run when this many trial attempts in a row end in the same infra_error class
+    # (0: never); the trials it did not run stay unfinished and re-run on resume
+    breaker_consecutive: int = 10
 
 
 @dataclass
@@ -206,13 +221,13 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.serving.device": ("gpu", "cpu"),
 }
 POSITIVE: tuple[str, ...] = (
-    "run.seeds", "run.max_in_flight", "run.max_attempts", "run.workers", "run.max_concurrent_starts", "agent.max_steps",
+    "run.seeds", "run.preflight_timeout_s", "run.max_in_flight", "run.max_attempts", "run.workers", "run.max_concurrent_starts", "agent.max_steps",
     "store.batch_rows", "model.timeout_s", "agent.bash_timeout_s",
     "sandbox.kubernetes.pod_start_timeout_s",
 )
 NON_NEGATIVE: tuple[str, ...] = (
     "agent.max_context_tokens", "model.max_retries", "model.temperature", "run.retry_backoff_s",
-    "benchmark.sample", "sandbox.kubernetes.unschedulable_grace_s", "sandbox.kubernetes.max_reconnects",
+    "benchmark.sample", "run.breaker_consecutive", "sandbox.kubernetes.unschedulable_grace_s", "sandbox.kubernetes.max_reconnects",
     "sandbox.docker.max_reconnects",
 )
 # Optional numbers that, when set, must be > 0.
@@ -229,7 +244,8 @@ NON_EMPTY: tuple[str, ...] = (
 # the config hash so that resuming with more workers or another store is the same run.
 NOT_HASHED = (
     "run.id", "run.new", "run.max_in_flight", "run.executor", "run.ray_address", "run.workers",
-    "run.max_concurrent_starts",
+    "run.max_concurrent_starts", "run.preflight", "run.preflight_sandbox", "run.preflight_timeout_s",
+    "run.breaker_consecutive", "model.preflight_tool_call",
     "run.progress", "run.max_attempts", "run.retry_backoff_s", "store",
     "benchmark.strict", "benchmark.mirror", "benchmark.cache_dir", "serve.host", "serve.port",
     "serve.ready_timeout_s", "serve.app_name", "serve.num_cpus", "report", "sandbox.local.root_dir",
@@ -376,9 +392,11 @@ def validate(cfg: FarmConfig) -> None:
             raise ConfigError(f"invalid value {value!r} for '{key}': must not be empty")
     if cfg.agent.name == "scripted" and not cfg.agent.script:
         raise ConfigError("agent.name='scripted' needs agent.script=<file of assistant turns>")
-    if cfg.agent.name == "leaf" and not cfg.model.base_url and not cfg.serve.enabled:
+    if cfg.agent.name in ("leaf", "auto") and not cfg.model.base_url and not cfg.serve.enabled \
+            and (cfg.agent.name == "leaf" or cfg.model.name != ORACLE_MODEL):
         raise ConfigError(
-            "agent.name='leaf' needs model.base_url=<OpenAI-compatible URL> or serve.enabled=true"
+            f"model {cfg.model.name!r} has no endpoint: pass model.base_url=<OpenAI-compatible URL> "
+            "or serve.enabled=true (or agent=oracle|nop|scripted for a policy run)"
         )
     names = [a.name for a in cfg.experiment.arms]
     if len(set(names)) != len(names):
@@ -388,7 +406,8 @@ def validate(cfg: FarmConfig) -> None:
 
 
 def resolved_agent(cfg: FarmConfig) -> str:
-    """The policy the run actually uses (``auto`` resolved)."""
+    """The policy the run actually uses: ``auto`` is ``leaf`` with an endpoint, else ``oracle``
+    (validate() has already refused a model preset without an endpoint)."""
     if cfg.agent.name != "auto":
         return cfg.agent.name
     return "leaf" if (cfg.model.base_url or cfg.serve.enabled) else "oracle"

@@ -99,6 +99,7 @@ class Reply:
     latency_s: float
     content: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None  # the model id the server says answered (response.model)
 
     @property
     def truncated(self) -> bool:
@@ -142,6 +143,7 @@ def parse_completion(data: Any, *, keep_reasoning: bool, latency_s: float = 0.0)
         # Resent under Leaf's key, which Qwen chat templates read, whichever key the server used.
         message["reasoning_content"] = str(msg[reasoning_field])
     finish = choices[0].get("finish_reason")
+    served = data.get("model")
     return Reply(
         message=message,
         tool_calls=calls,
@@ -150,6 +152,7 @@ def parse_completion(data: Any, *, keep_reasoning: bool, latency_s: float = 0.0)
         reasoning_field=reasoning_field,
         latency_s=latency_s,
         content=content or "",
+        model=str(served) if isinstance(served, str) and served else None,
     )
 
 
@@ -160,6 +163,9 @@ class LLMClient:
         if not model_cfg.base_url:
             raise ValueError("model.base_url is not set: the agent needs an OpenAI-compatible endpoint")
         self.cfg = model_cfg
+        # every model id the endpoint answered with, in order of first appearance: the trial
+        # row records what answered, not what the config asked for
+        self.served_models: list[str] = []
         self.headers = {model_cfg.session_header: session_id, "X-Farm-Task": task_id}
         self._client = openai.AsyncOpenAI(
             base_url=model_cfg.base_url,
@@ -217,13 +223,16 @@ class LLMClient:
             text = f"{type(exc).__name__}: {exc}"
             if is_context_length_error(text):
                 raise ContextLengthExceeded(text) from exc
-            raise LLMQueryError(text) from exc
+            raise LLMQueryError(f"{text} (endpoint {self.cfg.base_url})") from exc
         latency = time.monotonic() - started
         try:
             data = json.loads(body)
         except ValueError:
             raise MalformedResponse(f"response body is not JSON: {body[:200]!r}") from None
-        return parse_completion(data, keep_reasoning=keep_reasoning, latency_s=latency)
+        reply = parse_completion(data, keep_reasoning=keep_reasoning, latency_s=latency)
+        if reply.model and reply.model not in self.served_models:
+            self.served_models.append(reply.model)
+        return reply
 
     async def close(self) -> None:
         await self._client.close()

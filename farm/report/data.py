@@ -87,6 +87,17 @@ class RunData:
         model = self.config.get("model") or {}
         return model.get("name") if isinstance(model, dict) else None
 
+    def served_by(self) -> str:
+        """What answered the run's trials: policy and served model ids, from the rows.
+
+        Runs stored before farm recorded ``policy`` say so instead of repeating the config's
+        model name as if it had answered."""
+        rows = self.trials.to_pylist() if "policy" in self.trials.column_names else []
+        text = provenance(rows)
+        if text:
+            return text
+        return f"{self.model_name or '?'} (policy not recorded)" if self.trials.num_rows else (self.model_name or "")
+
 
 def load_run(store: RunStore, run_id: str) -> RunData:
     """Read one run from the result store (``farm.store.ResultStore`` or anything alike)."""
@@ -101,6 +112,35 @@ def load_run(store: RunStore, run_id: str) -> RunData:
     except TypeError:
         trials = store.read_trials(run_id)
     return RunData(meta=meta, plan=store.read_plan(run_id), trials=trials, steps=store.read_steps(run_id))
+
+
+def group_model(row: dict[str, Any], default_model: str) -> str:
+    """The model label a trial row is grouped under.
+
+    A farm policy's rows (oracle / nop / scripted) are grouped under the policy, a model's rows
+    under the configured model id (``model_preset``, which the preflight checked the endpoint
+    serves); rows of runs stored before provenance columns existed keep their ``model``."""
+    policy = row.get("policy")
+    if policy and policy != "leaf":
+        return str(policy)
+    if policy == "leaf" and row.get("model_preset"):
+        return str(row["model_preset"])
+    return row.get("model") or default_model
+
+
+def provenance(rows: list[dict[str, Any]]) -> str:
+    """``leaf · frognano-4b`` / ``oracle``: the policies of ``rows`` and the model ids that
+    answered them ('no answer' for a model policy none of whose rows got one); '' when the rows
+    predate the policy column."""
+    parts = []
+    for policy in sorted({r["policy"] for r in rows if r.get("policy")}):
+        if policy != "leaf":
+            parts.append(policy)
+            continue
+        served = sorted({m for r in rows if r.get("policy") == policy and r.get("model")
+                         for m in str(r["model"]).split(",")})
+        parts.append(f"leaf · {', '.join(served) if served else 'no answer'}")
+    return "; ".join(parts)
 
 
 def latest_attempts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -148,6 +188,11 @@ class Group:
     def scheduled(self) -> int:
         return int(self.status.size)
 
+    @property
+    def served_by(self) -> str:
+        """Policy and the model ids that answered (every attempt), e.g. ``leaf · frognano-4b``."""
+        return provenance(self.attempts or self.trials) or "–"
+
 
 def _config_hashes(run: RunData, rows: list[dict[str, Any]]) -> str:
     hashes = sorted({r["config_hash"] for r in rows if r.get("config_hash")})
@@ -182,12 +227,12 @@ def outcome_groups(run: RunData) -> list[Group]:
                 f"trials table of run {run.run_id}: trial {t['trial_key']} has status "
                 f"{t['status']!r}, expected one of {STATUSES}"
             )
-        key = (t["benchmark"], t["arm"], t.get("model") or default_model)
+        key = (t["benchmark"], t["arm"], group_model(t, default_model))
         cells.setdefault(key, {})[(t["task_id"], int(t["seed"]))] = t["status"]
         tasks.setdefault(t["benchmark"], set()).add(t["task_id"])
         seeds.setdefault(t["benchmark"], set()).add(int(t["seed"]))
         by_group.setdefault(key, []).append(t)
-    keys_of = {t["trial_key"]: (t["benchmark"], t["arm"], t.get("model") or default_model) for t in latest}
+    keys_of = {t["trial_key"]: (t["benchmark"], t["arm"], group_model(t, default_model)) for t in latest}
     all_attempts: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for a in attempts:
         all_attempts.setdefault(keys_of[a["trial_key"]], []).append(a)

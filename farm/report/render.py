@@ -67,7 +67,7 @@ def _runs_meta(runs: list[RunData]) -> list[dict[str, str]]:
                 "config_hash": r.config_hash,
                 "created_at": str(r.meta.get("created_at", "")),
                 "farm_version": str(r.meta.get("farm_version", "")),
-                "model": r.model_name or "",
+                "model": r.served_by(),
                 "experiment": str(exp),
             }
         )

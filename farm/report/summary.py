@@ -14,6 +14,12 @@ def _pct(v: float) -> str:
     return "–" if math.isnan(v) else f"{v:.1f}"
 
 
+def _model_cell(model: str, served_by: str) -> str:
+    """The group's model with what answered it when that says more (``frognano-4b (leaf ·
+    frognano-4b)``); one cell, so provenance costs the terminal table no column."""
+    return model if served_by in ("–", model) else f"{model} ({served_by})"
+
+
 def summary_table(run: RunData) -> Table:
     """A rich table (no bootstrap, so it is instant): Avg@k over all scheduled trials, the
     graded-only rate, and counts per outcome class with infra errors and missing trials apart."""
@@ -37,7 +43,7 @@ def summary_table(run: RunData) -> Table:
         table.add_row(
             g.benchmark,
             g.arm,
-            g.model,
+            _model_cell(g.model, g.served_by),
             f"{len(g.tasks)}×{len(g.seeds)}",
             _pct(avg_at_k(ok)),
             _pct(pooled_rate(ok, g.graded)),

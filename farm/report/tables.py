@@ -130,11 +130,13 @@ def _tables(c: ReportContent) -> list[Table]:
     tables = []
     max_k = max((s.k for s in c.stats), default=0)
 
+    served = {(g.run_id, g.benchmark, g.arm, g.model): g.served_by for g in c.groups}
     results = []
     for s in c.stats:
         tct, pct = c.parallel.get((s.run_id, s.benchmark, s.arm, s.model), (0, 0))
         row = {
             **_ident(s),
+            "served_by": served.get((s.run_id, s.benchmark, s.arm, s.model), "–"),
             "tasks": s.n_tasks,
             "k": s.k,
             "scheduled": s.scheduled,
@@ -163,6 +165,7 @@ def _tables(c: ReportContent) -> list[Table]:
                 ("benchmark", lambda r: r["benchmark"]),
                 ("arm", lambda r: r["arm"]),
                 ("model", lambda r: r["model"]),
+                ("policy · served", lambda r: r["served_by"]),
                 ("tasks × k", lambda r: f"{r['tasks']} × {r['k']}"),
                 ("Avg@k % (all scheduled)", lambda r: fmt(r["avg_at_k"])),
                 ("95% CI", lambda r: fmt_ci(r["ci_low"], r["ci_high"])),

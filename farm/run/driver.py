@@ -4,6 +4,11 @@ A run is identified by its run id (derived from the config hash unless given). R
 same command resumes: finished trials are skipped, infra errors and never-finished trials
 re-run with the next attempt number. Rows are committed by one BatchWriter, after the trial's
 artifacts, so the store never holds a trial row whose artifacts are missing.
+
+Before the first trial the run is preflighted (farm/run/preflight.py: store writable, every
+arm's endpoint, one sandbox start); a failure raises PreflightError and nothing runs. During
+the run a circuit breaker stops it when ``run.breaker_consecutive`` trial attempts in a row end
+in the same infra_error class: the trials it did not finish get no row and re-run on resume.
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ from typing import Any
 
 import farm
 from farm.config import FarmConfig, apply_overrides, conf_dir, config_hash, resolved_agent, to_dict
-from farm.errors import ConfigError
+from farm.errors import ConfigError, StoreError
+from farm.run.endpoint import PreflightError
 from farm.run.plan import TrialSpec, build_plan, resume
-from farm.run.preflight import check_backends, refusals, refused_outcome
+from farm.run.preflight import check_backends, refusals, refused_outcome, run_preflight
 from farm.run.trial import UNSUPPORTED, TrialOutcome, retryable
 from farm.run.workers import TrialJob, make_executor
 from farm.store.results import ResultStore
@@ -44,6 +50,37 @@ class RunSummary:
     refused: int = 0  # trials the backend cannot run: recorded by the preflight, never started
     wall_s: float = 0.0
     store_uri: str = ""
+    breaker: str | None = None  # why the circuit breaker stopped the run (None: it did not)
+    unfinished: int = 0  # planned trials left without a final row (breaker): re-run on resume
+    served: dict[str, str] = field(default_factory=dict)  # arm -> model id its endpoint answered with
+
+    @property
+    def infra_left(self) -> int:
+        """Trials whose last attempt is still infra_error after retries (refusals excluded)."""
+        return self.counts.get("infra_error", 0) - self.refused
+
+
+class Breaker:
+    """Trips when ``limit`` trial attempts in a row end in the same infra_error class."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.cls: str | None = None
+        self.count = 0
+        self.reason: str | None = None
+
+    def observe(self, status: str, error_class: str | None, error: str | None) -> bool:
+        if status != "infra_error":
+            self.cls, self.count = None, 0
+            return False
+        cls = error_class or "infra_error"
+        self.count = self.count + 1 if cls == self.cls else 1
+        self.cls = cls
+        if self.limit and self.count >= self.limit and self.reason is None:
+            last = (str(error or "").strip().splitlines() or [""])[0][:300]
+            self.reason = (f"circuit breaker: {self.count} trial attempts in a row ended in infra_error "
+                           f"{cls!r} (last: {last or 'no message'})")
+        return self.reason is not None
 
 
 def load_tasks(cfg: FarmConfig) -> list[Task]:
@@ -125,9 +162,16 @@ async def run_experiment(
     tasks = tasks if tasks is not None else load_tasks(cfg)
     arms = arms_of(cfg)
     run_id = derive_run_id(cfg)
-    plan = build_plan(run_id, tasks, cfg.run.seeds, [(name, a.model.name) for name, a in arms])
-    store = ResultStore.open(cfg.store.uri, cfg.store.endpoint_url, cfg.store.region)
-    open_run(cfg, store, run_id, plan)
+    # the plan labels each arm with what will answer: the model id for a model, else the policy
+    plan = build_plan(run_id, tasks, cfg.run.seeds,
+                      [(name, a.model.name if resolved_agent(a) == "leaf" else resolved_agent(a)) for name, a in arms])
+    try:
+        store = ResultStore.open(cfg.store.uri, cfg.store.endpoint_url, cfg.store.region)
+        open_run(cfg, store, run_id, plan)
+        if cfg.run.preflight:
+            store.write_heartbeat(run_id, {"host": socket.gethostname(), "pid": os.getpid(), "preflight": True})
+    except (StoreError, OSError) as exc:
+        raise PreflightError(f"preflight: store.uri={cfg.store.uri!r} is not writable: {exc}") from None
     rows = store.read_trials(run_id, dedupe=False)
     state = resume(plan, rows)
     summary = RunSummary(run_id, config_hash(cfg), len(plan), state.finished, store_uri=store.uri)
@@ -141,6 +185,11 @@ async def run_experiment(
     check_backends(arm_cfg)
     refused = refusals(tasks, arm_cfg)
     latest_class = _latest_error_class(rows) if refused else {}
+    if cfg.run.preflight and any((s.arm, s.benchmark, s.task_id) not in refused for s in state.todo):
+        summary.served = {arm: info.served_model
+                          for arm, info in (await run_preflight(arm_cfg, tasks, refused, run_id)).items()}
+    breaker = Breaker(cfg.run.breaker_consecutive)
+    finished: set[str] = set()
 
     writer = BatchWriter(store, run_id, cfg.store.batch_rows, cfg.store.flush_interval_s)
     executor = make_executor(cfg)
@@ -151,6 +200,7 @@ async def run_experiment(
         task = by_task[(spec.benchmark, spec.task_id)]
         summary.refused += 1
         summary.counts["infra_error"] = summary.counts.get("infra_error", 0) + 1
+        finished.add(spec.trial_key)
         if latest_class.get(spec.trial_key, "").startswith(UNSUPPORTED + ":"):
             return  # recorded by an earlier invocation of this run: once per trial
         outcome = refused_outcome(spec, task, arm_cfg[spec.arm], state.next_attempt[spec.trial_key], refusal,
@@ -165,6 +215,8 @@ async def run_experiment(
             return await record_refusal(spec)
         attempt = state.next_attempt[spec.trial_key]
         for i in range(cfg.run.max_attempts):
+            if breaker.reason is not None:
+                return  # stopped: no row, the trial re-runs on resume
             job = TrialJob(spec, by_task[(spec.benchmark, spec.task_id)], arm_cfg[spec.arm], attempt + i,
                            arm_hash[spec.arm])
             async with sem:
@@ -178,11 +230,16 @@ async def run_experiment(
             await asyncio.to_thread(writer.add, outcome.result, outcome.steps)
             summary.executed_attempts += 1
             status = outcome.result.status
-            last = not retryable(outcome.result) or i == cfg.run.max_attempts - 1
+            if not outcome.result.error_class or not outcome.result.error_class.startswith(UNSUPPORTED + ":"):
+                if breaker.observe(status, outcome.result.error_class, outcome.result.error):
+                    trip()
+            last = not retryable(outcome.result) or i == cfg.run.max_attempts - 1 or breaker.reason is not None
             if progress:
                 progress("retry" if not last else "done", outcome)
             if last:
-                summary.counts[status] = summary.counts.get(status, 0) + 1
+                if status != "infra_error" or breaker.reason is None:
+                    summary.counts[status] = summary.counts.get(status, 0) + 1
+                    finished.add(spec.trial_key)
                 return
             summary.retried += 1
             await asyncio.sleep(cfg.run.retry_backoff_s * (2**i))
@@ -197,11 +254,22 @@ async def run_experiment(
                 await asyncio.to_thread(store.write_heartbeat, run_id, beat)
             await asyncio.sleep(HEARTBEAT_S)
 
+    jobs: list[asyncio.Task[None]] = []
+
+    def trip() -> None:
+        # in-flight trials are cancelled: run_trial raises CancelledError, writes no row
+        current = asyncio.current_task()
+        for job in jobs:
+            if job is not current:
+                job.cancel()
+
     beat = asyncio.create_task(heartbeat())
     await executor.start()
     try:
-        results = await asyncio.gather(*[one(s) for s in state.todo], return_exceptions=True)
-        errors = [r for r in results if isinstance(r, BaseException)]
+        jobs.extend(asyncio.create_task(one(s)) for s in state.todo)
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)
+                  and not (breaker.reason is not None and isinstance(r, asyncio.CancelledError))]
         if errors:
             raise errors[0]
     finally:
@@ -211,6 +279,8 @@ async def run_experiment(
         finally:
             await executor.close()
     summary.wall_s = time.monotonic() - t0
+    summary.breaker = breaker.reason
+    summary.unfinished = sum(1 for s in state.todo if s.trial_key not in finished)
     return summary
 
 

@@ -1,4 +1,9 @@
-"""Preflight: find the tasks the chosen backend can never run, before any trial starts.
+"""Preflight: everything checked before the first trial starts.
+
+* the tasks the chosen backend can never run (below);
+* ``run_preflight``: every arm's endpoint (farm/run/endpoint.py) -- farm's own policy servers
+  included -- and one real sandbox start per sandbox section. A failure raises PreflightError
+  (one line naming the URL or the cause; ``farm run`` exits 3) and no trial runs.
 
 A refused image, a Dockerfile step the backend cannot honour or a malformed task file fails
 the same way on every attempt, so such a trial is recorded once, as ``infra_error`` with
@@ -8,14 +13,17 @@ checked with its own sandbox section (an arm may switch backends).
 
 from __future__ import annotations
 
+import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from farm.config import FarmConfig
-from farm.errors import UnsupportedTaskError
+from farm.config import FarmConfig, resolved_agent
+from farm.errors import FarmError, UnsupportedTaskError
+from farm.run.endpoint import EndpointInfo, PreflightError, check_endpoint
 from farm.run.plan import TrialSpec
-from farm.run.trial import TrialOutcome, base_row, unsupported_class
-from farm.sandbox.registry import check_environment, check_task
+from farm.run.trial import LOCAL_POLICIES, TrialOutcome, base_row, unsupported_class
+from farm.sandbox.base import SandboxError
+from farm.sandbox.registry import check_environment, check_task, open_sandbox, refusal_reason
 from farm.tasks.model import Task
 
 
@@ -65,3 +73,91 @@ def refused_outcome(spec: TrialSpec, task: Task, cfg: FarmConfig, attempt: int, 
     row.finished_at = time.time()
     row.wall_s = 0.0
     return TrialOutcome(row)
+
+
+def _probe_tool(cfg: FarmConfig) -> dict:
+    from farm.agent.tools import load_tools
+
+    tools = load_tools(cfg.agent.tools_file)
+    return next((t for t in tools if t.get("function", {}).get("name") == "Bash"), tools[0])
+
+
+async def check_arm_endpoint(cfg: FarmConfig) -> EndpointInfo:
+    """The endpoint one arm's trials will talk to, checked (a local policy: a server of its own)."""
+    policy = resolved_agent(cfg)
+    timeout = cfg.run.preflight_timeout_s
+    if policy not in LOCAL_POLICIES:
+        return await check_endpoint(cfg.model, _probe_tool(cfg), timeout_s=timeout)
+    from farm.agent.policies.server import start_policy_server
+
+    server = await asyncio.to_thread(start_policy_server, policy, script=cfg.agent.script)
+    try:
+        model = replace(cfg.model, base_url=server.base_url, name=policy, preflight_tool_call=True)
+        return await check_endpoint(model, _probe_tool(cfg), timeout_s=timeout)
+    finally:
+        await asyncio.to_thread(server.close)
+
+
+SANDBOX_TRIES = 3  # tasks tried before the backend (not a task) is blamed
+
+
+async def check_sandbox_start(cfg: FarmConfig, tasks: list[Task], run_id: str) -> None:
+    """Start (and close) one sandbox on the arm's backend, trying up to SANDBOX_TRIES tasks.
+
+    A task whose own files break its start (a COPY source missing, ...) is that task's problem,
+    recorded by its trials as ``task_unsupported``; the next task is tried instead.
+
+    Raises:
+        PreflightError: naming the backend, the task and the cause, when no sandbox started.
+    """
+    for task in tasks[:SANDBOX_TRIES]:
+        sandbox = open_sandbox(task, cfg.sandbox, network=task.agent_network, run_id=run_id,
+                               trial_key="preflight", attempt=0, role="agent")
+        try:
+            await sandbox.start()
+            result = await sandbox.exec("true", timeout_s=60)
+            if result.exit_code != 0:
+                raise PreflightError(f"sandbox.backend={cfg.sandbox.backend}: a sandbox of task {task.task_id!r} "
+                                     f"started but `true` exited {result.exit_code}: {result.output[:200]!r}")
+            return
+        except SandboxError as exc:
+            raise PreflightError(
+                f"sandbox.backend={cfg.sandbox.backend} could not start a sandbox for task {task.task_id!r}: "
+                f"{type(exc).__name__}: {exc} (run.preflight_sandbox=false skips this check)"
+            ) from None
+        except FarmError as exc:
+            if refusal_reason(exc) is None:
+                raise
+        finally:
+            try:
+                await sandbox.close()
+            except Exception:  # noqa: BLE001 - the start's own failure is the message that matters
+                pass
+
+
+async def run_preflight(arms: dict[str, FarmConfig], tasks: list[Task],
+                        refused: dict[tuple[str, str, str], Refusal], run_id: str) -> dict[str, EndpointInfo]:
+    """Endpoint and sandbox checks for every arm (shared sections checked once); arm -> endpoint.
+
+    Raises:
+        PreflightError: the first check that failed, prefixed with the arm when there are several.
+    """
+    infos: dict[str, EndpointInfo] = {}
+    by_endpoint: dict[tuple, EndpointInfo] = {}
+    started: set[str] = set()
+    for arm, acfg in arms.items():
+        prefix = f"arm {arm!r}: " if len(arms) > 1 else ""
+        policy = resolved_agent(acfg)
+        key = (policy, acfg.agent.script) if policy in LOCAL_POLICIES else (acfg.model.base_url, acfg.model.name)
+        try:
+            if key not in by_endpoint:
+                by_endpoint[key] = await check_arm_endpoint(acfg)
+            infos[arm] = by_endpoint[key]
+            section = repr(acfg.sandbox)
+            if acfg.run.preflight_sandbox and section not in started:
+                runnable = [t for t in tasks if (arm, t.benchmark, t.task_id) not in refused]
+                await check_sandbox_start(acfg, runnable, run_id)
+                started.add(section)
+        except PreflightError as exc:
+            raise PreflightError(f"preflight: {prefix}{exc}") from None
+    return infos

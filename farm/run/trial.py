@@ -19,10 +19,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import farm
-from farm.config import FarmConfig, config_hash
+from farm.config import FarmConfig, config_hash, resolved_agent
 from farm.errors import FarmError
 from farm.grade.harbor import GradeResult, run_harbor_verifier
 from farm.grade.patch import PatchError, apply_patch, capture_patch
+from farm.run.endpoint import host_port
 from farm.run.plan import TrialSpec
 from farm.sandbox.base import Sandbox, SandboxError, SandboxStartError
 from farm.sandbox.registry import open_sandbox, refusal_reason
@@ -36,6 +37,8 @@ SandboxFactory = Callable[..., Sandbox]
 INFRA_EXIT_REASONS = frozenset({"llm_query_error", "tool_error"})
 # infra_error classes that are properties of the task, not hiccups: retrying cannot help
 UNSUPPORTED = "task_unsupported"
+# policies farm answers itself, through a real HTTP server per process (farm/agent/policies)
+LOCAL_POLICIES = ("oracle", "nop", "scripted")
 
 
 @dataclass
@@ -62,11 +65,22 @@ def retryable(row: TrialResult) -> bool:
     return row.status == "infra_error" and not (row.error_class or "").startswith(UNSUPPORTED + ":")
 
 
+def endpoint_origin(cfg: FarmConfig) -> str:
+    """Who served the endpoint: farm's policy server, farm's own Ray Serve, or someone else."""
+    if resolved_agent(cfg) in LOCAL_POLICIES:
+        return "farm-policy"
+    return "farm-serve" if cfg.serve.enabled else "external"
+
+
 def base_row(spec: TrialSpec, attempt: int, cfg: FarmConfig, task: Task, uid: str,
               chash: str | None = None) -> TrialResult:
+    # model stays null until the endpoint answers: a row never names a model that did not answer
+    policy = resolved_agent(cfg)
     return TrialResult(
         run_id=spec.run_id, trial_key=spec.trial_key, benchmark=spec.benchmark, task_id=spec.task_id,
-        seed=spec.seed, arm=spec.arm, attempt=attempt, model=spec.model, status="infra_error",
+        seed=spec.seed, arm=spec.arm, attempt=attempt, model=None, status="infra_error",
+        policy=policy, model_preset=cfg.model.name, endpoint_origin=endpoint_origin(cfg),
+        endpoint=None if policy in LOCAL_POLICIES else host_port(cfg.model.base_url),
         grading_mode=cfg.grade.mode, image=task.environment.image, sandbox_backend=cfg.sandbox.backend,
         agent_network=task.agent_network, verifier_network=task.verifier_network,
         dataset_revision=task.source.revision or None, harness="leaf", harness_version=farm.__version__,
@@ -196,7 +210,10 @@ async def run_trial(
         agent_cfg = cfg.agent
         if agent_cfg.max_total_time_s is None:
             agent_cfg = replace(agent_cfg, max_total_time_s=task.agent_timeout_s)
-        model_cfg = replace(cfg.model, base_url=base_url)
+        # a local policy is asked for by its own id, which is also the id it answers with
+        model_cfg = replace(cfg.model, base_url=base_url,
+                            name=policy if policy in LOCAL_POLICIES else cfg.model.name)
+        row.endpoint = host_port(base_url)
         llm = LLMClient(model_cfg, session_id=spec.trial_key, task_id=task.task_id)
 
         async def on_step(record: Any) -> None:
@@ -205,6 +222,7 @@ async def run_trial(
         try:
             traj = await run_agent(task, sandbox, llm, agent_cfg, session_id=spec.trial_key, on_step=on_step)
         finally:
+            row.model = ",".join(llm.served_models) or None
             close = getattr(llm, "aclose", None) or getattr(llm, "close", None)
             if close is not None:
                 res = close()

@@ -18,11 +18,9 @@ from typing import Any
 
 from farm.config import FarmConfig, resolved_agent
 from farm.run.plan import TrialSpec
-from farm.run.trial import TrialOutcome, run_trial
+from farm.run.trial import LOCAL_POLICIES, TrialOutcome, run_trial
 from farm.store.schema import TrialResult
 from farm.tasks.model import Task
-
-LOCAL_POLICIES = ("oracle", "nop", "scripted")
 
 
 @dataclass
@@ -164,8 +162,16 @@ class RayExecutor:
 
         i = next(self._rr) % len(self.actors)
         actor = self.actors[i]
+        ref = actor.run.remote(job)
         try:
-            return await actor.run.remote(job)
+            return await ref
+        except asyncio.CancelledError:
+            # the run stopped (circuit breaker, Ctrl-C): stop the remote trial too, best effort
+            try:
+                ray.cancel(ref)
+            except Exception:  # noqa: BLE001
+                pass
+            raise
         except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
                 ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError) as exc:
             if self.actors[i] is actor:  # replace it once, not once per trial it held

@@ -29,7 +29,9 @@ class TrialResult:
     seed: int
     arm: str
     attempt: int
-    model: str
+    # the model id the endpoint answered with (response.model); null when no answer came
+    # back, so no row claims a model that did not answer. The configured name is model_preset.
+    model: str | None
     # outcome
     status: str  # one of STATUSES
     reward: float | None = None
@@ -60,6 +62,10 @@ class TrialResult:
     api_calls_start: int | None = None
     api_calls_after_start: int | None = None
     # provenance
+    policy: str | None = None  # oracle | nop | scripted (farm's local policies) | leaf (a model)
+    model_preset: str | None = None  # model.name of the config (the preset): what was asked for
+    endpoint: str | None = None  # host:port of the base URL the agent talked to
+    endpoint_origin: str | None = None  # farm-policy | farm-serve | external
     image: str | None = None
     sandbox_backend: str | None = None
     agent_network: str | None = None

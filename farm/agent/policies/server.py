@@ -12,6 +12,11 @@
   finish_reason, usage (overrides), delay_s, raw_body (sent verbatim instead of JSON) and
   error {status, times, message} (the first ``times`` requests for that turn fail).
 
+Every policy answers under its own model id (``oracle``, ``nop``, ``scripted``: what
+``/v1/models`` lists), never the id the request asked for, so a trial row cannot claim that a
+model answered when a policy did. A request with ``X-Farm-Task: farm-preflight`` is the run's
+preflight probe: every policy answers it with one call of the first tool offered.
+
 Run in a background thread with uvicorn on 127.0.0.1 and an OS-chosen port.
 """
 
@@ -37,6 +42,7 @@ from farm.errors import ConfigError
 POLICIES = ("oracle", "nop", "scripted")
 DEFAULT_TIME_LEFT_S = 3600.0
 ORACLE_COMMAND = "bash /solution/solve.sh"
+PREFLIGHT_TASK = "farm-preflight"  # X-Farm-Task of the run's preflight probe (farm/run/endpoint.py)
 
 
 def load_script(path: str | Path) -> dict[str, list[dict[str, Any]]]:
@@ -82,8 +88,11 @@ class Policy:
         self.requests: collections.deque[tuple[dict[str, str], dict[str, Any]]] = collections.deque(maxlen=32)
         self.lock = threading.Lock()
 
-    def turn(self, task: str, messages: list[Any], time_left: float) -> dict[str, Any]:
+    def turn(self, task: str, messages: list[Any], time_left: float,
+             tools: list[Any] | None = None) -> dict[str, Any]:
         """The scripted description of the next assistant turn for this conversation."""
+        if task == PREFLIGHT_TASK:
+            return _probe_answer(tools)
         n = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
         if self.name == "nop":
             return {"content": "Nothing to do."}
@@ -100,7 +109,16 @@ class Policy:
         return dict(turns[n], _index=n)
 
 
-def _completion(turn: dict[str, Any], request: dict[str, Any], body_len: int) -> dict[str, Any]:
+def _probe_answer(tools: list[Any] | None) -> dict[str, Any]:
+    """One call of the first offered tool, its required string arguments filled with "true"."""
+    fn = (tools or [{}])[0].get("function", {}) if isinstance((tools or [{}])[0], dict) else {}
+    if not fn.get("name"):
+        return {"content": "preflight: no tool offered"}
+    required = (fn.get("parameters") or {}).get("required") or []
+    return {"tool_calls": [{"name": fn["name"], "arguments": {str(k): "true" for k in required}}]}
+
+
+def _completion(turn: dict[str, Any], model: str, body_len: int) -> dict[str, Any]:
     calls = []
     for i, tc in enumerate(turn.get("tool_calls") or []):
         args = tc.get("arguments", {})
@@ -124,7 +142,7 @@ def _completion(turn: dict[str, Any], request: dict[str, Any], body_len: int) ->
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": str(request.get("model") or "policy"),
+        "model": model,
         "choices": [{
             "index": 0,
             "message": message,
@@ -156,7 +174,8 @@ def build_app(policy: Policy) -> FastAPI:
             time_left = float(request.headers.get("x-farm-time-left", DEFAULT_TIME_LEFT_S))
         except ValueError:
             time_left = DEFAULT_TIME_LEFT_S
-        turn = policy.turn(task, messages, time_left)
+        tools = body.get("tools") if isinstance(body.get("tools"), list) else None
+        turn = policy.turn(task, messages, time_left, tools)
         with policy.lock:
             policy.calls[task] += 1
             policy.requests.append(({k: v for k, v in request.headers.items() if k.startswith("x-")}, body))
@@ -170,7 +189,7 @@ def build_app(policy: Policy) -> FastAPI:
             await asyncio.sleep(float(turn["delay_s"]))
         if "raw_body" in turn:
             return Response(str(turn["raw_body"]), media_type="application/json")
-        return JSONResponse(_completion(turn, body, len(raw)))
+        return JSONResponse(_completion(turn, policy.name, len(raw)))
 
     return app
 
