@@ -1,0 +1,66 @@
+"""A small OpenAI-compatible server for tests, started on 127.0.0.1 in a background thread.
+
+Not farm's policy server: it plays an *external* endpoint whose listed ids and answered id are
+set by the test (``listed``, ``answers_as``), so provenance and the preflight's id checks can
+be exercised against a real HTTP server and the real openai client.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+
+
+class EndpointServer:
+    def __init__(self, listed: list[str], answers_as: str, command: str = "echo fixed > /app/answer.txt") -> None:
+        self.listed, self.answers_as, self.command = listed, answers_as, command
+        self.chat_calls = 0
+        app = FastAPI()
+
+        @app.get("/v1/models")
+        async def models() -> dict[str, Any]:
+            return {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "test"} for m in self.listed]}
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request) -> dict[str, Any]:
+            body = await request.json()
+            self.chat_calls += 1
+            answered = any(m.get("role") == "assistant" for m in body["messages"])
+            message: dict[str, Any] = {"role": "assistant", "content": "done" if answered else None}
+            if not answered:
+                message["tool_calls"] = [{"id": f"call_{uuid.uuid4().hex[:8]}", "type": "function", "function": {
+                    "name": "Bash", "arguments": json.dumps({"command": self.command})}}]
+            return {
+                "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+                "model": self.answers_as,
+                "choices": [{"index": 0, "message": message,
+                             "finish_reason": "stop" if answered else "tool_calls"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            }
+
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+                                                     lifespan="off", access_log=False))
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            assert self._thread.is_alive() and time.monotonic() < deadline, "test endpoint did not start"
+            time.sleep(0.01)
+        port = self._server.servers[0].sockets[0].getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+
+    def close(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> "EndpointServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
