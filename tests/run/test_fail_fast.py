@@ -1,0 +1,121 @@
+"""Preflight, then fail fast: a dead endpoint costs seconds and one line naming the URL; a run
+whose trials keep failing in one infra class is stopped by the circuit breaker, and the
+trials it did not finish stay unfinished (re-run on resume), never written as results.
+
+Real parts: the `farm` command, bubblewrap sandboxes, farm's scripted policy server (real
+HTTP on 127.0.0.1) answering HTTP 500, the openai client, a local Parquet store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from farm.cli import EXIT_BREAKER, EXIT_INFRA, EXIT_OK, EXIT_PREFLIGHT, main
+from farm.config import load_config
+from farm.run.driver import Breaker, derive_run_id, load_tasks, run_experiment
+from farm.run.endpoint import PreflightError
+from farm.run.plan import build_plan, resume
+from farm.store import ResultStore
+
+from .conftest import CHECK_ANSWER, make_task
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+FARM = str(Path(sys.executable).with_name("farm"))
+DEAD = "http://127.0.0.1:9/v1"  # the discard port: nothing listens there
+
+
+def _tasks(root: Path, n: int) -> Path:
+    for i in range(n):
+        make_task(root, f"t{i}", CHECK_ANSWER)
+    return root
+
+
+def _failing_script(tmp_path: Path) -> Path:
+    """Every model call of every trial answers HTTP 500 (the preflight probe is answered)."""
+    p = tmp_path / "fail.yaml"
+    p.write_text(yaml.safe_dump([{"error": {"status": 500, "times": 10_000, "message": "engine dead"}}]))
+    return p
+
+
+def _overrides(tmp_path: Path, tasks: Path, *extra: str) -> list[str]:
+    return [f"benchmark.path={tasks}", "run.executor=local", f"store.uri={tmp_path / 'store'}",
+            f"sandbox.local.root_dir={tmp_path / 'sandboxes'}", "run.retry_backoff_s=0", "run.progress=false",
+            "model.max_retries=0", *extra]
+
+
+def test_a_dead_endpoint_exits_non_zero_within_seconds_naming_the_url(tmp_path: Path) -> None:
+    started = time.monotonic()
+    proc = subprocess.run([FARM, "run", "-q", "model=endpoint", f"model.base_url={DEAD}",
+                           f"store.uri={tmp_path / 'store'}", "run.executor=local"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == EXIT_PREFLIGHT, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and DEAD in lines[0], proc.stderr
+    assert elapsed < 30, f"took {elapsed:.1f}s"
+    run_ids = [p.name for p in (tmp_path / "store").glob("runs/*")] if (tmp_path / "store").exists() else []
+    for rid in run_ids:  # no trial row was written: nothing ran
+        assert ResultStore.open(str(tmp_path / "store")).read_trials(rid).num_rows == 0
+
+
+def test_an_unwritable_store_fails_the_preflight_naming_the_store(tmp_path: Path) -> None:
+    tasks = _tasks(tmp_path / "tasks", 1)
+    cfg = load_config(_overrides(tmp_path, tasks, "agent=oracle", "store.uri=/proc/farm-not-writable"))
+    with pytest.raises(PreflightError, match="store.uri='/proc/farm-not-writable' is not writable"):
+        asyncio.run(run_experiment(cfg))
+
+
+def test_the_breaker_stops_the_run_and_leaves_the_rest_unfinished(tmp_path: Path) -> None:
+    tasks = _tasks(tmp_path / "tasks", 3)
+    overrides = _overrides(tmp_path, tasks, "agent=scripted", f"agent.script={_failing_script(tmp_path)}",
+                           "run.seeds=2", "run.max_attempts=2", "run.max_in_flight=1", "run.breaker_consecutive=3")
+    cfg = load_config(overrides)
+    summary = asyncio.run(run_experiment(cfg))
+    assert summary.breaker is not None
+    assert "3 trial attempts in a row" in summary.breaker and "llm_query_error" in summary.breaker
+    assert "http://127.0.0.1:" in summary.breaker  # the cause names the endpoint
+    rows = ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id, dedupe=False).to_pylist()
+    assert len(rows) == 3 and {r["status"] for r in rows} == {"infra_error"}  # only the attempts that ran
+    assert {r["error_class"] for r in rows} == {"llm_query_error"}
+    assert summary.executed_attempts == 3 and summary.unfinished == 6
+    # nothing the breaker stopped is a result: resume plans every trial again
+    store = ResultStore.open(str(tmp_path / "store"))
+    specs = build_plan(derive_run_id(cfg), load_tasks(cfg), 2, [("base", "scripted")])
+    assert len(resume(specs, store.read_trials(summary.run_id, dedupe=False)).todo) == 6
+
+
+def test_farm_run_exit_code_says_whether_every_trial_was_graded(tmp_path: Path) -> None:
+    tasks = _tasks(tmp_path / "tasks", 2)
+    failing = _failing_script(tmp_path)
+    breaker = main(["run", "-q", *_overrides(tmp_path / "a", tasks, "agent=scripted", f"agent.script={failing}",
+                                             "run.max_attempts=2", "run.breaker_consecutive=2")])
+    infra = main(["run", "-q", *_overrides(tmp_path / "b", tasks, "agent=scripted", f"agent.script={failing}",
+                                           "run.max_attempts=2", "run.breaker_consecutive=0")])
+    graded = main(["run", "-q", *_overrides(tmp_path / "c", tasks, "agent=nop")])
+    assert (breaker, infra, graded) == (EXIT_BREAKER, EXIT_INFRA, EXIT_OK)
+
+
+def test_the_breaker_counts_one_class_in_a_row() -> None:
+    b = Breaker(3)
+    for status, cls in [("infra_error", "sandbox_start"), ("infra_error", "sandbox_start"), ("unresolved", None),
+                        ("infra_error", "sandbox_start"), ("infra_error", "llm_query_error"),
+                        ("infra_error", "sandbox_start"), ("infra_error", "sandbox_start")]:
+        assert not b.observe(status, cls, "boom")
+    assert b.observe("infra_error", "sandbox_start", "sandbox could not start")
+    assert "'sandbox_start'" in (b.reason or "") and "sandbox could not start" in (b.reason or "")
+    assert not Breaker(0).observe("infra_error", "x", None)  # 0: never trips
+
+
+def test_farm_run_help_documents_the_exit_codes() -> None:
+    out = subprocess.run([FARM, "run", "--help"], capture_output=True, text=True, timeout=60).stdout
+    for code in ("0 ", "2 ", "3 ", "4 ", "5 "):
+        assert f"\n  {code}" in out, out
+    assert "circuit breaker" in out and "preflight" in out
