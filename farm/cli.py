@@ -50,6 +50,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from farm.run.progress import RunProgress
 
     cfg = _cfg(args)
+    from farm.config import require_endpoint
+
+    require_endpoint(cfg)  # before loading tasks or starting anything: one line naming the fix
     loaded = None
     if not cfg.experiment.benchmarks:  # several benchmarks: the driver loads them and logs their failures
         from farm.tasks.registry import load_benchmark_report
@@ -118,13 +121,14 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 # -- validate --------------------------------------------------------------------------------
 def cmd_validate(args: argparse.Namespace) -> int:
-    from farm.config import config_hash, to_yaml
+    from farm.config import config_hash, require_endpoint, to_yaml
     from farm.errors import UnsupportedTaskError
     from farm.sandbox.registry import check_environment, check_task
     from farm.tasks.cli import print_report
     from farm.tasks.registry import load_benchmark_report
 
     cfg = _cfg(args)
+    require_endpoint(cfg)  # what `farm run` would refuse, `farm validate` refuses too
     loaded = load_benchmark_report(cfg.benchmark)
     tasks = loaded.tasks
     if args.show:

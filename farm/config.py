@@ -392,17 +392,29 @@ def validate(cfg: FarmConfig) -> None:
             raise ConfigError(f"invalid value {value!r} for '{key}': must not be empty")
     if cfg.agent.name == "scripted" and not cfg.agent.script:
         raise ConfigError("agent.name='scripted' needs agent.script=<file of assistant turns>")
+    if cfg.agent.name == "leaf" and not cfg.model.base_url and not cfg.serve.enabled:
+        require_endpoint(cfg)
+    names = [a.name for a in cfg.experiment.arms]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"invalid value {names!r} for 'experiment.arms': arm names must be unique")
+    if cfg.store.uri.strip() == "":
+        raise ConfigError("invalid value '' for 'store.uri': give a directory or s3://bucket/prefix")
+
+
+def require_endpoint(cfg: FarmConfig) -> None:
+    """A run (or `farm validate`) of a model needs an endpoint; only the default model.name
+    ("oracle") falls back to the oracle policy. Not part of validate(): `farm serve` loads
+    the same presets without one, being the endpoint.
+
+    Raises:
+        ConfigError: one line naming the model and the fix.
+    """
     if cfg.agent.name in ("leaf", "auto") and not cfg.model.base_url and not cfg.serve.enabled \
             and (cfg.agent.name == "leaf" or cfg.model.name != ORACLE_MODEL):
         raise ConfigError(
             f"model {cfg.model.name!r} has no endpoint: pass model.base_url=<OpenAI-compatible URL> "
             "or serve.enabled=true (or agent=oracle|nop|scripted for a policy run)"
         )
-    names = [a.name for a in cfg.experiment.arms]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"invalid value {names!r} for 'experiment.arms': arm names must be unique")
-    if cfg.store.uri.strip() == "":
-        raise ConfigError("invalid value '' for 'store.uri': give a directory or s3://bucket/prefix")
 
 
 def resolved_agent(cfg: FarmConfig) -> str:

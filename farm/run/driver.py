@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import farm
-from farm.config import FarmConfig, apply_overrides, conf_dir, config_hash, resolved_agent, to_dict
+from farm.config import FarmConfig, apply_overrides, conf_dir, config_hash, require_endpoint, resolved_agent, to_dict
 from farm.errors import ConfigError, StoreError
 from farm.run.endpoint import PreflightError
 from farm.run.plan import TrialSpec, build_plan, resume
@@ -159,8 +159,13 @@ async def run_experiment(
     progress: ProgressHook | None = None,
 ) -> RunSummary:
     t0 = time.monotonic()
-    tasks = tasks if tasks is not None else load_tasks(cfg)
     arms = arms_of(cfg)
+    for name, acfg in arms:
+        try:
+            require_endpoint(acfg)
+        except ConfigError as exc:
+            raise ConfigError(f"arm {name!r}: {exc}" if cfg.experiment.arms else str(exc)) from None
+    tasks = tasks if tasks is not None else load_tasks(cfg)
     run_id = derive_run_id(cfg)
     # the plan labels each arm with what will answer: the model id for a model, else the policy
     plan = build_plan(run_id, tasks, cfg.run.seeds,

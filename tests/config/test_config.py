@@ -16,6 +16,20 @@ def test_embedded_defaults_run_the_builtin_suite_with_the_oracle():
     assert cfg.store.uri == "./farm-results"
 
 
+def test_a_model_preset_without_an_endpoint_is_refused_not_run_as_the_oracle():
+    from farm.config import require_endpoint
+
+    for overrides in (["model=frognano-4b"], ["model=endpoint"], ["model=qwen3.5-4b", "agent.name=auto"]):
+        cfg = load_config(overrides)  # loads: `farm serve` uses the same presets without an endpoint
+        with pytest.raises(ConfigError, match=r"has no endpoint: pass model.base_url=.* or serve.enabled=true"):
+            require_endpoint(cfg)
+    for ok in (["model=frognano-4b", "serve.enabled=true"], ["model=frognano-4b", "model.base_url=http://h/v1"],
+               ["model=frognano-4b", "agent=nop"], []):
+        require_endpoint(load_config(ok))
+    with pytest.raises(ConfigError, match="has no endpoint"):
+        load_config(["agent=leaf"])
+
+
 def test_base_url_switches_auto_agent_to_the_leaf_loop():
     cfg = load_config(["model.base_url=http://127.0.0.1:9/v1"])
     assert resolved_agent(cfg) == "leaf"
