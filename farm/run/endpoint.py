@@ -5,7 +5,9 @@ costs seconds and one line naming the URL, not minutes of retried trials that al
 ``infra_error``. The check goes through the real ``openai`` client, exactly like the agent:
 
 1. ``GET /models`` answers and lists ``model.name``;
-2. one tiny chat completion with one tool (``tool_choice="required"``) answers, its
+2. one tiny chat completion with one tool answers -- ``tool_choice="auto"``, the agent's own
+   request shape, so the server's tool-call parser is what is checked (``"required"`` would
+   let vLLM bypass it with guided decoding) -- its
    ``response.model`` is one of the listed ids, and (unless ``model.preflight_tool_call`` is
    false) its first tool call names the offered tool with JSON-object arguments.
 
@@ -100,7 +102,7 @@ async def check_endpoint(model: ModelConfig, tool: dict[str, Any], *, timeout_s:
             "model": model.name,
             "messages": [{"role": "user", "content": PROBE_PROMPT.format(tool=name)}],
             "tools": [tool],
-            "tool_choice": "required",
+            "tool_choice": "auto",
             "temperature": model.temperature,
         }
         if model.max_tokens_per_turn:
