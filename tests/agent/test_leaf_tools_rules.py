@@ -162,3 +162,14 @@ def test_run_tool_without_workdir_or_limits_uses_root_and_defaults():
     res = lt.run_tool("Glob", {"pattern": "etc/host*"}, None, None, None)
     assert "etc/hostname" in res["observation"].split("\n") or res["observation"].startswith("etc/host")
     assert not math.isnan(res["duration_s"])
+
+
+def test_bash_timeout_is_capped_by_the_remaining_budget(workspace):
+    res = run("Bash", {"command": "sleep 5", "timeout": 60}, workspace, max_timeout_s=0.3)
+    assert res["timed_out"] is True and res["observation"].startswith("Timed out after 0.3s\n")
+    assert res["command_s"] < 4
+
+
+def test_bash_stdout_and_stderr_stay_apart(workspace):
+    res = run("Bash", {"command": "echo e >&2; echo o"}, workspace)
+    assert res["observation"] == "Exit code: 0\nSTDOUT:\no\n\nSTDERR:\ne\n"
