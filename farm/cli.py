@@ -77,6 +77,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"({summary.retried} retries) in {summary.wall_s:.1f}s; store {summary.store_uri}"
         + (f"; {summary.refused} not run (the sandbox backend cannot run them: see the report)"
            if summary.refused else "")
+        + (f"; answered by {_answered(summary.served)}" if summary.served else "")
     )
     _print_report(cfg.store.uri, cfg.store.endpoint_url, cfg.store.region, [summary.run_id])
     if loaded is not None:
@@ -92,6 +93,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                           f"{cfg.run.max_attempts} attempts (re-run the same command to retry them)", highlight=False, soft_wrap=True)
         return EXIT_INFRA
     return EXIT_OK
+
+
+def _answered(served: dict[str, str]) -> str:
+    """The model id(s) the preflight saw answer: one, or one per arm when they differ."""
+    ids = set(served.values())
+    return next(iter(ids)) if len(ids) == 1 else ", ".join(f"{a}={m}" for a, m in served.items())
 
 
 # -- report ----------------------------------------------------------------------------------
