@@ -132,7 +132,7 @@ def test_rayjob_runs_on_the_eval_cluster_against_the_service():
     url = f"http://{svc['metadata']['name']}-serve-svc.{svc['metadata']['namespace']}.svc:8000/v1"
     assert cfg.model.base_url == url and cfg.model.name == "frognano-4b"
     assert cfg.sandbox.backend == "kubernetes" and cfg.store.uri.startswith("s3://")
-    assert cfg.sandbox.kubernetes["namespace"] == cluster["metadata"]["namespace"]
+    assert cfg.sandbox.kubernetes.namespace == cluster["metadata"]["namespace"]
 
 
 def test_eval_pods_use_the_driver_service_account():
