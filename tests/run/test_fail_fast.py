@@ -85,6 +85,9 @@ def test_the_breaker_stops_the_run_and_leaves_the_rest_unfinished(tmp_path: Path
     rows = ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id, dedupe=False).to_pylist()
     assert len(rows) == 3 and {r["status"] for r in rows} == {"infra_error"}  # only the attempts that ran
     assert {r["error_class"] for r in rows} == {"llm_query_error"}
+    # the stored error names the endpoint; no row names a model, since none answered
+    assert all("http://127.0.0.1:" in r["error"] for r in rows)
+    assert {(r["policy"], r["model"], r["model_preset"]) for r in rows} == {("scripted", None, "oracle")}
     assert summary.executed_attempts == 3 and summary.unfinished == 6
     # nothing the breaker stopped is a result: resume plans every trial again
     store = ResultStore.open(str(tmp_path / "store"))
