@@ -3,7 +3,7 @@
 usage: python scripts/mutation.py [--max-children N] [--threshold PCT] [GROUP ...]
 
 Runs mutmut 3 once per group, each in its own working directory under build/mutation/<group>
-(links to farm/ and tests/ plus a pyproject.toml whose [tool.mutmut] table is the group's),
+(links to farm/, tests/ and conf/ plus a pyproject.toml whose [tool.mutmut] table is the group's),
 then prints the score per module and in total and fails below the threshold.
 
 Groups:
@@ -64,7 +64,7 @@ def group_pyproject(overrides: dict[str, list[str]]) -> str:
 def prepare(group: str) -> Path:
     work = ROOT / "build" / "mutation" / group
     work.mkdir(parents=True, exist_ok=True)
-    for name in ("farm", "tests"):
+    for name in ("farm", "tests", "conf"):
         link = work / name
         if not link.is_symlink():
             link.symlink_to(ROOT / name)
@@ -92,9 +92,10 @@ def score(statuses: dict[str, str]) -> tuple[dict[str, Counter], list[tuple[str,
     per: dict[str, Counter] = defaultdict(Counter)
     survivors = []
     for name, status in sorted(statuses.items()):
-        if status in NOT_RUN:
-            continue
         c = per[module_of(name)]
+        if status in NOT_RUN:
+            c["not_run"] += 1
+            continue
         c["total"] += 1
         if status in CAUGHT:
             c["caught"] += 1
@@ -105,11 +106,15 @@ def score(statuses: dict[str, str]) -> tuple[dict[str, Counter], list[tuple[str,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("groups", nargs="*", default=list(GROUPS), choices=list(GROUPS) + [[]])
+    ap.add_argument("groups", nargs="*", metavar="GROUP", help=f"one of {', '.join(GROUPS)} (default: all)")
     ap.add_argument("--max-children", type=int, default=1)
     ap.add_argument("--threshold", type=float, default=90.0)
     ap.add_argument("--no-run", action="store_true", help="only report the results of the last run")
     args = ap.parse_args(argv)
+    unknown = [g for g in args.groups if g not in GROUPS]
+    if unknown:
+        ap.error(f"unknown group(s) {unknown}; choose from {list(GROUPS)}")
+    args.groups = args.groups or list(GROUPS)
     per: dict[str, Counter] = {}
     survivors: list[tuple[str, str]] = []
     for group in args.groups:
@@ -125,12 +130,13 @@ def main(argv: list[str] | None = None) -> int:
         per.update(p)
         survivors += s
     total = Counter()
-    print(f"\n{'module':45s} {'caught':>7s} {'total':>6s} {'score':>7s}")
+    print(f"\n{'module':45s} {'caught':>7s} {'total':>6s} {'score':>7s} {'not run':>8s}")
     for module, c in sorted(per.items()):
         total.update(c)
-        print(f"{module:45s} {c['caught']:7d} {c['total']:6d} {100.0 * c['caught'] / c['total']:6.1f}%")
+        rate = 100.0 * c["caught"] / c["total"] if c["total"] else 0.0
+        print(f"{module:45s} {c['caught']:7d} {c['total']:6d} {rate:6.1f}% {c['not_run']:8d}")
     pct = 100.0 * total["caught"] / total["total"] if total["total"] else 0.0
-    print(f"{'TOTAL':45s} {total['caught']:7d} {total['total']:6d} {pct:6.1f}%")
+    print(f"{'TOTAL':45s} {total['caught']:7d} {total['total']:6d} {pct:6.1f}% {total['not_run']:8d}")
     if survivors:
         print("\nnot caught (see `mutmut show NAME` in build/mutation/<group>):")
         for name, status in survivors:
