@@ -75,7 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"run [bold]{summary.run_id}[/] (config {summary.config_hash}): {summary.planned} trials planned, "
         f"{summary.skipped} already finished, {summary.executed_attempts} attempts now "
         f"({summary.retried} retries) in {summary.wall_s:.1f}s; store {summary.store_uri}"
-        + (f"; {summary.refused} not run (the sandbox backend cannot run them: see the report)"
+        + (f"; {summary.refused} not run (the task cannot run here: see the report)"
            if summary.refused else "")
         + (f"; answered by {_answered(summary.served)}" if summary.served else "")
     )

@@ -47,7 +47,7 @@ class RunSummary:
     executed_attempts: int = 0
     counts: dict[str, int] = field(default_factory=dict)  # final status of trials run now
     retried: int = 0
-    refused: int = 0  # trials the backend cannot run: recorded by the preflight, never started
+    refused: int = 0  # trials that cannot run here (task_unsupported:*): found by the preflight or at start
     wall_s: float = 0.0
     store_uri: str = ""
     breaker: str | None = None  # why the circuit breaker stopped the run (None: it did not)
@@ -242,7 +242,11 @@ async def run_experiment(
             if progress:
                 progress("retry" if not last else "done", outcome)
             if last:
-                if status != "infra_error" or breaker.reason is None:
+                unsupported = (outcome.result.error_class or "").startswith(UNSUPPORTED + ":")
+                if unsupported:
+                    summary.refused += 1  # found at start (no solution, a broken build step): not run
+                # an infra_error the breaker cut short is not final: it re-runs on resume
+                if status != "infra_error" or breaker.reason is None or unsupported:
                     summary.counts[status] = summary.counts.get(status, 0) + 1
                     finished.add(spec.trial_key)
                 return
