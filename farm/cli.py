@@ -85,7 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         print_report(loaded.report, err_console)  # tasks that did not load, at the end of the output
     if summary.breaker:
-        err_console.print(f"[bold red]stopped:[/] {summary.breaker}; {summary.unfinished} trials left unfinished "
+        err_console.print(f"[bold red]stopped:[/] {summary.breaker}; {summary.unfinished} trials unfinished, {summary.infra_left} infra_error "
                           "(re-run the same command to resume)", highlight=False, soft_wrap=True)
         return EXIT_BREAKER
     if summary.infra_left > 0:

@@ -51,7 +51,9 @@ class RunSummary:
     wall_s: float = 0.0
     store_uri: str = ""
     breaker: str | None = None  # why the circuit breaker stopped the run (None: it did not)
-    unfinished: int = 0  # planned trials left without a final row (breaker): re-run on resume
+    # trials the breaker stopped before their last attempt ended (never started, cancelled in
+    # flight, or waiting for a retry): re-run on resume
+    unfinished: int = 0
     served: dict[str, str] = field(default_factory=dict)  # arm -> model id its endpoint answered with
 
     @property
@@ -242,13 +244,10 @@ async def run_experiment(
             if progress:
                 progress("retry" if not last else "done", outcome)
             if last:
-                unsupported = (outcome.result.error_class or "").startswith(UNSUPPORTED + ":")
-                if unsupported:
+                if (outcome.result.error_class or "").startswith(UNSUPPORTED + ":"):
                     summary.refused += 1  # found at start (no solution, a broken build step): not run
-                # an infra_error the breaker cut short is not final: it re-runs on resume
-                if status != "infra_error" or breaker.reason is None or unsupported:
-                    summary.counts[status] = summary.counts.get(status, 0) + 1
-                    finished.add(spec.trial_key)
+                summary.counts[status] = summary.counts.get(status, 0) + 1
+                finished.add(spec.trial_key)
                 return
             summary.retried += 1
             await asyncio.sleep(cfg.run.retry_backoff_s * (2**i))

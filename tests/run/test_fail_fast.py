@@ -88,7 +88,10 @@ def test_the_breaker_stops_the_run_and_leaves_the_rest_unfinished(tmp_path: Path
     # the stored error names the endpoint; no row names a model, since none answered
     assert all("http://127.0.0.1:" in r["error"] for r in rows)
     assert {(r["policy"], r["model"], r["model_preset"]) for r in rows} == {("scripted", None, "oracle")}
-    assert summary.executed_attempts == 3 and summary.unfinished == 6
+    # the trials that used up their attempts are infra_error; every other one is unfinished
+    # (never started, or stopped before its retry) and none of them is counted as a result
+    assert summary.executed_attempts == 3 and summary.counts == {"infra_error": summary.infra_left}
+    assert summary.infra_left >= 1 and summary.unfinished == 6 - summary.infra_left
     # nothing the breaker stopped is a result: resume plans every trial again
     store = ResultStore.open(str(tmp_path / "store"))
     specs = build_plan(derive_run_id(cfg), load_tasks(cfg), 2, [("base", "scripted")])
@@ -122,3 +125,27 @@ def test_farm_run_help_documents_the_exit_codes() -> None:
     for code in ("0 ", "2 ", "3 ", "4 ", "5 "):
         assert f"\n  {code}" in out, out
     assert "circuit breaker" in out and "preflight" in out
+
+
+@pytest.mark.parametrize("executor", ["local", pytest.param("ray", marks=pytest.mark.integration)])
+def test_the_breaker_cancels_trials_in_flight_and_they_write_no_row(
+        tmp_path: Path, executor: str, monkeypatch) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # a private Ray of this test, never a cluster's
+    tasks = _tasks(tmp_path / "tasks", 4)
+    script = tmp_path / "mixed.yaml"
+    fail = [{"error": {"status": 500, "times": 10_000, "message": "engine dead"}}]
+    slow = [{"tool_calls": [{"name": "Bash", "arguments": {"command": "sleep 30; echo fixed > /app/answer.txt"}}]},
+            {"content": "done"}]
+    script.write_text(yaml.safe_dump({"t0": fail, "t1": fail, "*": slow}))
+    cfg = load_config(_overrides(tmp_path, tasks, "agent=scripted", f"agent.script={script}", f"run.executor={executor}",
+                                 "run.workers=1", "run.max_in_flight=3", "run.max_attempts=1",
+                                 "run.breaker_consecutive=2"))
+    started = time.monotonic()
+    summary = asyncio.run(run_experiment(cfg))
+    elapsed = time.monotonic() - started
+    assert summary.breaker is not None and "2 trial attempts in a row" in summary.breaker
+    rows = ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id, dedupe=False).to_pylist()
+    # t2 was inside its `sleep 30` when the breaker tripped: cancelled, no row; t3 never started
+    assert sorted(r["task_id"] for r in rows) == ["t0", "t1"]
+    assert summary.unfinished == 2 and summary.infra_left == 2
+    assert elapsed < 30, f"the sleeping trial was waited for: {elapsed:.1f}s"

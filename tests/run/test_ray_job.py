@@ -67,8 +67,11 @@ def test_ray_job_submit_runs_an_evaluation(ray_head, task_dir: Path, tmp_path: P
            "python", "jobs/eval.py", "agent=oracle", f"benchmark.path={task_dir}", f"store.uri={store}",
            "run.workers=1", "run.max_attempts=1", "run.id=job-test"]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert "succeeded" in res.stdout
+    # no-reward stays infra_error after its one attempt, so the job fails with farm run's exit
+    # code 4: a scheduler sees an incomplete evaluation as a failed job, not a success
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "exit code 4" in out, out[-3000:]
+    assert "incomplete: 1 trials still infra_error" in out
     rows = {r["task_id"]: r for r in ResultStore.open(str(store)).read_trials("job-test").to_pylist()}
     assert rows["write-answer"]["status"] == "resolved"
     assert rows["no-reward"]["status"] == "infra_error"
