@@ -85,12 +85,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         print_report(loaded.report, err_console)  # tasks that did not load, at the end of the output
     if summary.breaker:
-        err_console.print(f"[bold red]stopped:[/] {summary.breaker}; {summary.unfinished} trials unfinished, {summary.infra_left} infra_error "
-                          "(re-run the same command to resume)", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]stopped:[/] {summary.breaker}; {summary.unfinished} trials unfinished, "
+                          f"{summary.infra_left} infra_error (re-run the same command to resume)",
+                          highlight=False, soft_wrap=True)
         return EXIT_BREAKER
     if summary.infra_left > 0:
         err_console.print(f"[bold red]incomplete:[/] {summary.infra_left} trials still infra_error after "
-                          f"{cfg.run.max_attempts} attempts (re-run the same command to retry them)", highlight=False, soft_wrap=True)
+                          f"{cfg.run.max_attempts} attempts (re-run the same command to retry them)",
+                          highlight=False, soft_wrap=True)
         return EXIT_INFRA
     return EXIT_OK
 

@@ -221,13 +221,15 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.serving.device": ("gpu", "cpu"),
 }
 POSITIVE: tuple[str, ...] = (
-    "run.seeds", "run.preflight_timeout_s", "run.max_in_flight", "run.max_attempts", "run.workers", "run.max_concurrent_starts", "agent.max_steps",
+    "run.seeds", "run.preflight_timeout_s", "run.max_in_flight", "run.max_attempts", "run.workers",
+    "run.max_concurrent_starts", "agent.max_steps",
     "store.batch_rows", "model.timeout_s", "agent.bash_timeout_s",
     "sandbox.kubernetes.pod_start_timeout_s",
 )
 NON_NEGATIVE: tuple[str, ...] = (
     "agent.max_context_tokens", "model.max_retries", "model.temperature", "run.retry_backoff_s",
-    "benchmark.sample", "run.breaker_consecutive", "sandbox.kubernetes.unschedulable_grace_s", "sandbox.kubernetes.max_reconnects",
+    "benchmark.sample", "run.breaker_consecutive", "sandbox.kubernetes.unschedulable_grace_s",
+    "sandbox.kubernetes.max_reconnects",
     "sandbox.docker.max_reconnects",
 )
 # Optional numbers that, when set, must be > 0.

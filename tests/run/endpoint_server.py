@@ -18,7 +18,10 @@ from fastapi import FastAPI, Request
 
 
 class EndpointServer:
-    def __init__(self, listed: list[str], answers_as: str, command: str = "echo fixed > /app/answer.txt") -> None:
+    def __init__(self, listed: list[str], answers_as: str, command: str = "echo fixed > /app/answer.txt",
+                 tool_call: bool = True, raw_arguments: str | None = None) -> None:
+        """``tool_call=False``: answers in text only; ``raw_arguments``: sent verbatim as the
+        tool call's arguments (e.g. text that is not JSON)."""
         self.listed, self.answers_as, self.command = listed, answers_as, command
         self.chat_calls = 0
         app = FastAPI()
@@ -33,9 +36,12 @@ class EndpointServer:
             self.chat_calls += 1
             answered = any(m.get("role") == "assistant" for m in body["messages"])
             message: dict[str, Any] = {"role": "assistant", "content": "done" if answered else None}
-            if not answered:
+            if not answered and not tool_call:
+                message["content"] = "I would rather describe the command: ls"
+            elif not answered:
                 message["tool_calls"] = [{"id": f"call_{uuid.uuid4().hex[:8]}", "type": "function", "function": {
-                    "name": "Bash", "arguments": json.dumps({"command": self.command})}}]
+                    "name": "Bash", "arguments": raw_arguments if raw_arguments is not None
+                    else json.dumps({"command": self.command})}}]
             return {
                 "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
                 "model": self.answers_as,
@@ -59,7 +65,7 @@ class EndpointServer:
         self._server.should_exit = True
         self._thread.join(timeout=10)
 
-    def __enter__(self) -> "EndpointServer":
+    def __enter__(self) -> EndpointServer:
         return self
 
     def __exit__(self, *exc: object) -> None:

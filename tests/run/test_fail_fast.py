@@ -137,7 +137,8 @@ def test_the_breaker_cancels_trials_in_flight_and_they_write_no_row(
     slow = [{"tool_calls": [{"name": "Bash", "arguments": {"command": "sleep 30; echo fixed > /app/answer.txt"}}]},
             {"content": "done"}]
     script.write_text(yaml.safe_dump({"t0": fail, "t1": fail, "*": slow}))
-    cfg = load_config(_overrides(tmp_path, tasks, "agent=scripted", f"agent.script={script}", f"run.executor={executor}",
+    cfg = load_config(_overrides(tmp_path, tasks, "agent=scripted", f"agent.script={script}",
+                                 f"run.executor={executor}",
                                  "run.workers=1", "run.max_in_flight=3", "run.max_attempts=1",
                                  "run.breaker_consecutive=2"))
     started = time.monotonic()

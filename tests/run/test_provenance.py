@@ -120,6 +120,24 @@ def test_a_served_model_id_mismatch_is_refused_at_preflight_naming_both_ids(
     assert _rows(tmp_path, cfg.run.id or _run_id(cfg)) == []
 
 
+@pytest.mark.parametrize("server, needle", [
+    ({"tool_call": False}, "answered without a tool call"),
+    ({"raw_arguments": "{not json"}, "does not parse"),
+])
+def test_an_endpoint_that_cannot_call_tools_is_refused_at_preflight(
+        tmp_path: Path, task_dir: Path, server: dict, needle: str) -> None:
+    with EndpointServer(listed=["frognano-4b"], answers_as="frognano-4b", **server) as ep:
+        cfg = _cfg(tmp_path, task_dir, "model=frognano-4b", f"model.base_url={ep.base_url}")
+        with pytest.raises(PreflightError, match=needle) as info:
+            asyncio.run(run_experiment(cfg))
+        assert ep.base_url in str(info.value) and ep.chat_calls == 1  # the probe only
+        # a model that cannot call tools by construction (random weights) may opt out
+        cfg = _cfg(tmp_path, task_dir, "model=frognano-4b", f"model.base_url={ep.base_url}",
+                   "model.preflight_tool_call=false")
+        summary = asyncio.run(run_experiment(cfg))
+    assert summary.counts and "infra_error" not in summary.counts
+
+
 def _run_id(cfg) -> str:
     from farm.run.driver import derive_run_id
 

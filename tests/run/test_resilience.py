@@ -79,7 +79,8 @@ def test_sigkilled_driver_loses_and_duplicates_nothing(backend, counting_endpoin
         uri, endpoint = str(tmp_path / "store"), None
         store_args = [f"store.uri={uri}"]
     # model.name: the id the endpoint serves (the preflight refuses a run that asks for another)
-    args = ["run", "--quiet", f"benchmark.path={tasks}", "agent=leaf", f"model.base_url={base_url}", "model.name=scripted",
+    args = ["run", "--quiet", f"benchmark.path={tasks}", "agent=leaf", f"model.base_url={base_url}",
+            "model.name=scripted",
             "run.seeds=4", "run.executor=local", "run.max_in_flight=6", "run.id=crash",
             "store.batch_rows=4", "store.flush_interval_s=0.5", *store_args]
     store = ResultStore.open(uri, endpoint)
