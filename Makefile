@@ -46,7 +46,7 @@ run: setup
 # (FARM_REQUIRE_SERVE=1 turns "serving stack missing" into a failure instead of a skip).
 # Tests that read ../shared skip without it, one line naming the path; .ci/run sets
 # FARM_REQUIRE_SHARED=1 so that they fail there instead (see tests/shared.py).
-test: serve-stack
+test: serve-stack lint
 	FARM_REQUIRE_SERVE=1 $(PY) -m pytest -q -m "integration or not integration" --durations=15
 
 test-fast: test-setup

@@ -121,8 +121,8 @@ def main() -> None:
     t.join()
 
     rows = ResultStore.open(str(tmp / "store")).read_trials(summary.run_id).to_pylist()
-    overhead = [r["wall_s"] - (r["llm_s"] or 0) - (r["tool_s"] or 0) - (r["verify_s"] or 0) - (r["sandbox_start_s"] or 0)
-                for r in rows if r["wall_s"] is not None]
+    parts = ("llm_s", "tool_s", "verify_s", "sandbox_start_s")
+    overhead = [r["wall_s"] - sum(r[p] or 0 for p in parts) for r in rows if r["wall_s"] is not None]
     starts = [r["sandbox_start_s"] for r in rows if r["sandbox_start_s"] is not None]
     busy = [(n, rss) for n, rss in state["samples"] if n >= 0.9 * state["peak"]]
     peak_rss = max(rss for _, rss in busy) if busy else 0.0

@@ -147,7 +147,8 @@ def main() -> None:
         build_tiny_qwen3(model_source(cfg.model))
     bare = bare_vllm(cfg, args)
     ray = ray_serve(cfg, args)
-    print(f"model {cfg.model.name}, concurrency {args.concurrency}, {args.requests} requests x {args.max_tokens} tokens")
+    print(f"model {cfg.model.name}, concurrency {args.concurrency}, "
+          f"{args.requests} requests x {args.max_tokens} tokens")
     print(f"{'':14}{'req/s':>9}{'p50 s':>9}{'p95 s':>9}")
     for name, r in (("bare vLLM", bare), ("Ray Serve LLM", ray)):
         print(f"{name:14}{r['rps']:9.2f}{r['p50_s']:9.3f}{r['p95_s']:9.3f}")

@@ -22,7 +22,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--endpoint-url", default=None, help="S3 endpoint (SeaweedFS, MinIO, ...)")
     p.add_argument("--out", type=Path, default=None, help="output directory (default: ./reports/<run_id>)")
     p.add_argument("--claims-dir", type=Path, default=None, help="directory of claims YAML (default: conf/claims)")
-    p.add_argument("--bootstrap", type=int, default=None, help="bootstrap resamples (default: report.bootstrap of the run)")
+    p.add_argument("--bootstrap", type=int, default=None,
+                   help="bootstrap resamples (default: report.bootstrap of the run)")
     p.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: report.seed of the run)")
     p.add_argument("--incomplete-threshold", type=float, default=None,
                    help="share of infra-error/missing trials above which a claim is 'incomplete'")

@@ -20,11 +20,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from farm.agent.tools import READ_ONLY
+from farm.agent.tools import READ_ONLY, missing_required
 from farm.agent.trajectory import ToolCallRecord
 from farm.config import AgentConfig
 from farm.sandbox.base import Sandbox, ToolRequest
-from farm.agent.tools import missing_required
 from farm.sandbox.inside.leaf_tools import TOOL_NAMES
 
 
@@ -36,7 +35,7 @@ class ToolCall:
     args_ok: bool
 
     @classmethod
-    def from_openai(cls, tc: dict[str, Any]) -> "ToolCall":
+    def from_openai(cls, tc: dict[str, Any]) -> ToolCall:
         """Leaf's rule: arguments that are not a JSON object become {} (the tool then complains).
 
         ``args_ok`` is false for malformed JSON, a non-object, or a default tool's call that

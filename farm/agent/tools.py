@@ -46,7 +46,8 @@ DEFAULT_TOOLS: list[dict[str, Any]] = [
         "Show a text file with each line prefixed by its 1-based line number. Use offset and "
         "limit to look at part of a large file.",
         {
-            "file_path": {"type": "string", "description": "File to show; relative paths start at the project directory."},
+            "file_path": {"type": "string",
+                          "description": "File to show; relative paths start at the project directory."},
             "offset": {"type": "integer", "description": "First line to show (1-based)."},
             "limit": {"type": "integer", "description": "How many lines to show at most."},
         },

@@ -92,11 +92,13 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox) -> GradeResult:
     prep = (
         # /tests and /logs may be mount points (bubblewrap binds, pod volumes): empty them, do not remove them
         "mkdir -p /tests /logs/verifier && find /tests /logs/verifier -mindepth 1 -delete && "
-        f"if git -C {wd} rev-parse --is-inside-work-tree >/dev/null 2>&1; then git -C {wd} add -A >/dev/null 2>&1 || true; fi"
+        f"if git -C {wd} rev-parse --is-inside-work-tree >/dev/null 2>&1; "
+        f"then git -C {wd} add -A >/dev/null 2>&1 || true; fi"
     )
     res = await sandbox.exec(prep, timeout_s=120, cwd="/")
     if res.exit_code != 0:
-        return GradeResult(None, False, res.output, "verifier_setup", f"preparing /tests failed: {res.output[-500:]}", time.monotonic() - t0)
+        return GradeResult(None, False, res.output, "verifier_setup", f"preparing /tests failed: {res.output[-500:]}",
+                           time.monotonic() - t0)
     await sandbox.upload(task.verifier.tests_dir, "/tests")
     run = await sandbox.exec(
         "bash /tests/test.sh",

@@ -131,7 +131,9 @@ def ablation_deltas(c: ReportContent) -> bytes | None:
     fig, ax = plt.subplots(figsize=(7.5, 0.6 * len(rows) + 1.5))
     y = np.arange(len(rows))
     d = np.array([r.delta_pts for r in rows])
-    err = np.vstack([np.nan_to_num(d - [r.delta_ci_low for r in rows]), np.nan_to_num([r.delta_ci_high for r in rows] - d)])
+    low = np.array([r.delta_ci_low for r in rows])
+    high = np.array([r.delta_ci_high for r in rows])
+    err = np.vstack([np.nan_to_num(d - low), np.nan_to_num(high - d)])
     colours = ["#2e7d32" if v >= 0 else "#c62828" for v in d]
     ax.barh(y, d, xerr=err, color=colours, capsize=4)
     ax.axvline(0, color="black", linewidth=0.8)
@@ -170,7 +172,8 @@ def outcome_breakdown(c: ReportContent) -> bytes | None:
 
 
 def stop_reasons(c: ReportContent) -> bytes | None:
-    rows = [(f"{g.run_id}/{g.benchmark}/{g.arm}", Counter(t.get("exit_reason") or "-" for t in g.trials)) for g in c.groups]
+    rows = [(f"{g.run_id}/{g.benchmark}/{g.arm}", Counter(t.get("exit_reason") or "-" for t in g.trials))
+            for g in c.groups]
     keys = sorted({k for _, cnt in rows for k in cnt})
     if not keys:
         return None
@@ -190,7 +193,8 @@ def all_figures(c: ReportContent) -> list[tuple[str, str, bytes]]:
         figs.append(("ablation", "Per-arm paired difference to the baseline arm", deltas))
     outcomes = outcome_breakdown(c)
     if outcomes:
-        figs.append(("outcomes", "Outcome classes: infra errors and missing trials are failures, shown apart", outcomes))
+        title = "Outcome classes: infra errors and missing trials are failures, shown apart"
+        figs.append(("outcomes", title, outcomes))
     stops = stop_reasons(c)
     if stops:
         figs.append(("stop_reasons", "Why the agent loop stopped", stops))

@@ -7,7 +7,7 @@ import csv
 import html
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,8 @@ def render_markdown(c: ReportContent, figures: list[tuple[str, str, bytes]], gen
     meta = _runs_meta(c.runs)
     lines += ["| run | config hash | created | farm | model | experiment |", "|---|---|---|---|---|---|"]
     lines += [
-        f"| {m['run_id']} | `{m['config_hash']}` | {m['created_at']} | {m['farm_version']} | {_md_cell(m['model'])} | {m['experiment']} |"
+        f"| {m['run_id']} | `{m['config_hash']}` | {m['created_at']} | {m['farm_version']} "
+        f"| {_md_cell(m['model'])} | {m['experiment']} |"
         for m in meta
     ]
     for t in c.tables:
@@ -187,7 +188,7 @@ def build_report(
     registry = load_claims(claims_dir)
     content = compute(runs, registry, options)
     figures = all_figures(content)
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
     paths = ReportPaths(markdown=out_dir / "report.md", html=out_dir / "report.html")
     plot_dir = out_dir / "plots"

@@ -114,7 +114,9 @@ def check_serving(cfg: FarmConfig, *, check_port: bool = True, check_files: bool
     if check_port:  # before the parser checks below, which import vLLM (seconds)
         check_port_free(cfg.serve.host, cfg.serve.port)
     if serving.synthesize not in (None, "tiny-qwen3"):
-        raise ConfigError(f"invalid value {serving.synthesize!r} for 'model.serving.synthesize': choose 'tiny-qwen3' or null")
+        raise ConfigError(
+            f"invalid value {serving.synthesize!r} for 'model.serving.synthesize': choose 'tiny-qwen3' or null"
+        )
     ek = serving.engine_kwargs
     tools, reasoning, where = _registries()
     if ek.get("tool_call_parser") is not None and ek["tool_call_parser"] not in tools:

@@ -13,8 +13,9 @@ import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import Any
 
 from farm.config import FarmConfig
 from farm.errors import FarmError

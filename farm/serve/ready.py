@@ -9,7 +9,7 @@ once with Serve's own message instead of waiting out the timeout.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import httpx
 

@@ -146,7 +146,8 @@ class ResultStore:
 
     # -- runs --------------------------------------------------------------------------
     def write_run_meta(self, run_id: str, meta: dict[str, Any]) -> None:
-        self._put(f"{self._dir('runs', run_id)}/run.json", json.dumps(meta, indent=2, sort_keys=True, default=str).encode())
+        blob = json.dumps(meta, indent=2, sort_keys=True, default=str).encode()
+        self._put(f"{self._dir('runs', run_id)}/run.json", blob)
 
     def read_run_meta(self, run_id: str) -> dict[str, Any] | None:
         data = self._get(f"{self._dir('runs', run_id)}/run.json")
@@ -237,7 +238,8 @@ def latest_attempts(table: pa.Table) -> pa.Table:
     idx = pa.array(range(table.num_rows), pa.int64())
     order = pc.sort_indices(
         table.append_column("_i", idx),
-        sort_keys=[("trial_key", "ascending"), ("attempt", "descending"), ("finished_at", "descending"), ("_i", "descending")],
+        sort_keys=[("trial_key", "ascending"), ("attempt", "descending"), ("finished_at", "descending"),
+                   ("_i", "descending")],
     )
     sorted_t = table.take(order)
     keys = sorted_t.column("trial_key").to_pylist()

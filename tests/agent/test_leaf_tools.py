@@ -121,7 +121,8 @@ def test_edit_replace_all_false_values_keep_the_uniqueness_check(workspace, flag
     f = workspace / "m.py"
     f.write_text("x = 1\nx = 1\n")
     assert obs("Edit", {"file_path": "m.py", "old_string": "x = 1", "new_string": "y", "replace_all": flag},
-               workspace) == "ValueError: old_string matched 2 times; set replace_all=true or use a more specific old_string"
+               workspace) == ("ValueError: old_string matched 2 times; "
+                              "set replace_all=true or use a more specific old_string")
     assert f.read_text() == "x = 1\nx = 1\n"
 
 
@@ -140,7 +141,8 @@ def test_edit_without_replace_all_replaces_the_single_match_only(workspace):
     assert obs("Edit", {"file_path": "m.py", "old_string": "ab", "new_string": "b"}, workspace) == (
         "Edited m.py (1 replacement).")
     assert f.read_text() == "b\nb\n"
-    assert obs("Edit", {"file_path": "m.py", "new_string": "x"}, workspace) == "ValueError: old_string must be non-empty"
+    missing_old = obs("Edit", {"file_path": "m.py", "new_string": "x"}, workspace)
+    assert missing_old == "ValueError: old_string must be non-empty"
     assert obs("Edit", {"file_path": "m.py", "old_string": "b"}, workspace) == "ValueError: new_string is required"
     assert obs("Edit", {"file_path": "m.py", "old_string": 5, "new_string": 6}, workspace) == (
         "ValueError: old_string was not found")
@@ -149,7 +151,8 @@ def test_edit_without_replace_all_replaces_the_single_match_only(workspace):
 def test_edit_keeps_undecodable_bytes(workspace):
     f = workspace / "latin.txt"
     f.write_bytes(b"caf\xe9 = 1\nname = 'x'\n")
-    assert obs("Edit", {"file_path": "latin.txt", "old_string": "'x'", "new_string": "'y'"}, workspace).startswith("Edited")
+    edited = obs("Edit", {"file_path": "latin.txt", "old_string": "'x'", "new_string": "'y'"}, workspace)
+    assert edited.startswith("Edited")
     assert f.read_bytes() == b"caf\xe9 = 1\nname = 'y'\n"
 
 

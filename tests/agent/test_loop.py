@@ -50,7 +50,8 @@ async def test_tool_turn_then_final_answer(sandbox, policy, llm_for):
     assert json.loads(row.messages_json) == traj.messages[:4]
     table = to_table([s.to_row("run", "key", 1) for s in steps], STEPS_SCHEMA)
     assert table.column("step").to_pylist() == [0, 1] and table.column("trial_key").to_pylist() == ["key", "key"]
-    assert row.n_tool_calls == 1 and row.tool_names == ["Bash"] and row.tool_output_chars == [len("Exit code: 0\nSTDOUT:\nhi\n\nSTDERR:\n")]
+    assert row.n_tool_calls == 1 and row.tool_names == ["Bash"]
+    assert row.tool_output_chars == [len("Exit code: 0\nSTDOUT:\nhi\n\nSTDERR:\n")]
     c = traj.counters
     assert (c.steps, c.tool_calls, c.tool_calling_turns, c.parallel_call_turns) == (2, 1, 1, 0)
     assert c.prompt_tokens > 0 and c.llm_s > 0 and c.tool_s > 0
@@ -268,7 +269,8 @@ async def test_reasoning_is_recorded_and_resent(sandbox, policy, llm_for, field)
     assert traj.reasoning_field == field
     assert traj.messages[2]["reasoning_content"] == "think"
     resent = srv.requests()[-1][1]["messages"][2]
-    assert resent["reasoning_content"] == "think" and set(resent) == {"role", "content", "tool_calls", "reasoning_content"}
+    assert resent["reasoning_content"] == "think"
+    assert set(resent) == {"role", "content", "tool_calls", "reasoning_content"}
     traj = await go(sandbox, llm_for(srv), agent_cfg(keep_reasoning=False))
     assert "reasoning_content" not in traj.messages[2] and traj.reasoning_field == field
 

@@ -63,7 +63,8 @@ def test_http_surface(policy):
         assert r.status_code == 400 and "stream" in r.json()["error"]["message"]
         r = http.post("/chat/completions", content=b"not json")
         assert r.status_code == 400
-        body = http.post("/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}).json()
+        request = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        body = http.post("/chat/completions", json=request).json()
     assert body["object"] == "chat.completion" and body["choices"][0]["finish_reason"] == "stop"
     assert body["usage"] == {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
 

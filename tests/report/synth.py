@@ -17,7 +17,8 @@ def key(run_id: str, bench: str, task: str, seed: int, arm: str) -> str:
 
 def plan_table(run_id: str, bench: str, tasks: list[str], seeds: list[int], arms: list[str], model: str) -> pa.Table:
     rows = [
-        {"trial_key": key(run_id, bench, t, s, a), "benchmark": bench, "task_id": t, "seed": s, "arm": a, "model": model}
+        {"trial_key": key(run_id, bench, t, s, a), "benchmark": bench, "task_id": t, "seed": s, "arm": a,
+         "model": model}
         for a in arms
         for t in tasks
         for s in seeds

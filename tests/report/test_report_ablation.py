@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from farm.report.ablation import mcnemar, paired_difference
+from farm.report.claims import ClaimsRegistry
 from farm.report.cost import cost_rows
 from farm.report.data import outcome_groups
-from farm.report.tables import ReportOptions, compute
-from farm.report.claims import ClaimsRegistry
 from farm.report.stats import BootstrapOptions
+from farm.report.tables import ReportOptions, compute
 from farm.store.schema import StepRow
 
 from .synth import key, plan_table, run_data, trial

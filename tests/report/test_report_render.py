@@ -15,7 +15,7 @@ from rich.console import Console
 from farm.report import build_report, load_run, summary_table
 from farm.report.data import ReportInputError
 from farm.report.tables import ReportOptions
-from farm.store import ResultStore, TRIALS_SCHEMA, StepRow, STEPS_SCHEMA
+from farm.store import STEPS_SCHEMA, TRIALS_SCHEMA, ResultStore, StepRow
 from farm.store.schema import to_table
 
 from .synth import matrix_run, plan_table, run_data, trial
@@ -92,7 +92,8 @@ def test_round_trip_through_the_parquet_store(tmp_path):
                   attempt=0, prompt_tokens=999)
     store.write_rows("trials", "run-s", to_table([retry], TRIALS_SCHEMA))
     store.write_rows("trials", "run-s", src.trials)
-    store.write_rows("steps", "run-s", to_table([StepRow(run_id="run-s", trial_key="k", attempt=1, step=0)], STEPS_SCHEMA))
+    step = StepRow(run_id="run-s", trial_key="k", attempt=1, step=0)
+    store.write_rows("steps", "run-s", to_table([step], STEPS_SCHEMA))
     loaded = load_run(store, "run-s")
     assert loaded.trials.num_rows == src.trials.num_rows + 1  # every attempt, for cost
     a = build_report([loaded], tmp_path / "from-store")

@@ -13,7 +13,7 @@ from farm.report.data import outcome_groups
 from farm.report.stats import BootstrapOptions, bootstrap_ratio, group_stats, pass_at_k
 from farm.report.verdicts import judge
 
-from .synth import matrix_run, run_data, plan_table, trial
+from .synth import matrix_run, plan_table, run_data, trial
 
 OPTS = BootstrapOptions(samples=2000, seed=0)
 

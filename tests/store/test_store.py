@@ -49,7 +49,8 @@ def test_meta_plan_and_artifacts(store_uri):
     store = ResultStore.open(uri, endpoint)
     assert store.read_run_meta("nope") is None
     store.write_run_meta("r1", {"run_id": "r1", "config_hash": "abc"})
-    store.write_plan("r1", [{"trial_key": "a", "benchmark": "b", "task_id": "t", "seed": 0, "arm": "base", "model": "m"}])
+    store.write_plan("r1", [{"trial_key": "a", "benchmark": "b", "task_id": "t", "seed": 0, "arm": "base",
+                             "model": "m"}])
     store.write_artifact("r1", "a", 1, "patch.diff", b"\x00binary\xff")
     assert store.read_run_meta("r1")["config_hash"] == "abc"
     assert store.read_plan("r1").num_rows == 1

@@ -120,7 +120,7 @@ def _probe_answer(tools: list[Any] | None) -> dict[str, Any]:
 
 def _completion(turn: dict[str, Any], model: str, body_len: int) -> dict[str, Any]:
     calls = []
-    for i, tc in enumerate(turn.get("tool_calls") or []):
+    for tc in turn.get("tool_calls") or []:
         args = tc.get("arguments", {})
         calls.append({
             "id": tc.get("id") or f"call_{uuid.uuid4().hex[:12]}",
@@ -231,7 +231,7 @@ class PolicyServer:
         self._server.should_exit = True
         self._thread.join(timeout=10)
 
-    def __enter__(self) -> "PolicyServer":
+    def __enter__(self) -> PolicyServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
