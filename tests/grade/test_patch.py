@@ -99,7 +99,34 @@ async def test_a_workdir_that_is_not_a_git_tree(tmp_path: Path) -> None:
         with pytest.raises(gp.PatchError, match="/app is not a git work tree"):
             await gp.capture_patch(sb, "/app")
         assert await gp.capture_patch(sb, "/app", require_git=False) == ""
-        assert await gp.is_git_worktree(sb, "/app/.git") is False  # inside .git: not a work tree
+    finally:
+        await sb.close()
+
+
+async def test_the_git_directory_of_a_repository_is_not_a_work_tree(tmp_path: Path) -> None:
+    # git answers "false" there with exit 0: the answer counts, not only the exit code
+    sb = await _sandbox(tmp_path, "a")
+    try:
+        res = await sb.exec("git -C /app/.git rev-parse --is-inside-work-tree", cwd="/")
+        assert (res.exit_code, res.stdout.strip()) == (0, "false")
+        assert await gp.is_git_worktree(sb, "/app/.git") is False
+        with pytest.raises(gp.PatchError, match="not a git work tree"):
+            await gp.capture_patch(sb, "/app/.git")
+    finally:
+        await sb.close()
+
+
+async def test_a_patch_holding_undecodable_bytes_as_surrogate_escapes_is_applied_byte_for_byte(
+        tmp_path: Path) -> None:
+    # a patch read from a file with errors="surrogateescape" (a Latin-1 text file, say) keeps
+    # its raw bytes: they must reach git unchanged, not fail to encode
+    sb = await _sandbox(tmp_path, "a")
+    raw = (b"diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n"
+           b" one\n-two\n+caf\xe9\n")
+    try:
+        ok, out = await gp.apply_patch(sb, "/app", raw.decode("utf-8", "surrogateescape"))
+        assert ok, out
+        assert (await sb.read_file("/app/a.txt")) == b"one\ncaf\xe9\n"
     finally:
         await sb.close()
 
@@ -108,8 +135,9 @@ async def test_a_failing_git_diff_is_a_patch_error(tmp_path: Path) -> None:
     sb = await _sandbox(tmp_path, "a")
     try:
         await sb.exec("echo garbage > /app/.git/index && echo x >> /app/a.txt", cwd="/")
-        with pytest.raises(gp.PatchError, match=r"git diff failed \(exit [1-9]"):
+        with pytest.raises(gp.PatchError, match=r"git diff failed \(exit [1-9]") as err:
             await gp.capture_patch(sb, "/app")
+        assert "index" in str(err.value).split("): ", 1)[1]  # git's own words follow
     finally:
         await sb.close()
 

@@ -278,3 +278,95 @@ def test_a_killed_shell_never_runs_its_next_command(runner, tmp_path: Path):
         assert res["timed_out"]
     time.sleep(0.5)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+# --- the kill, step by step ----------------------------------------------------------------------
+
+
+def _wait_for(predicate, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return predicate()
+
+
+def _state(pid: int) -> str | None:
+    fields = procs.stat_fields(pid)
+    return None if fields is None else fields[0]
+
+
+def test_freeze_stops_the_shell_and_all_it_started_then_the_kill_ends_them_quickly(runner):
+    tag = runner.new_tag()
+    env = dict(os.environ, **{procs.TAG_VAR: tag})
+    proc = runner.spawn(["/bin/bash", "-c", "bash -c 'sleep 30; true' & sleep 30"], env=env, start_new_session=True)
+    # a tagged process outside the shell's tree and session is the command's too
+    outside = subprocess.Popen(["sleep", "30"], env={"PATH": os.environ["PATH"], procs.TAG_VAR: tag},
+                               start_new_session=True)
+    try:
+        assert _wait_for(lambda: len(runner.members(proc.pid, tag)) == 4)  # inner bash + sleep, sleep, outside
+        members = runner.members(proc.pid, tag)
+        assert outside.pid in members
+        assert runner.freeze(proc.pid, tag) == members
+        everyone = members | {proc.pid}
+        assert {p: _state(p) for p in everyone} == {p: "T" for p in everyone}  # stopped, not killed
+        started = time.monotonic()
+        assert runner.kill_command(proc.pid, tag) is True
+        assert time.monotonic() - started < 0.9
+        assert proc.wait(10) == -signal.SIGKILL and outside.wait(10) == -signal.SIGKILL
+        assert not any(_alive(p) for p in members)
+    finally:
+        for p in (proc, outside):
+            if p.returncode is None:
+                p.kill()
+                p.wait()
+        runner.forget(proc)
+
+
+def test_a_job_in_a_group_of_its_own_without_the_tag_is_found_by_its_session_after_the_shell_exited(
+        runner, tmp_path: Path):
+    # `set -m` puts the job into its own process group; `env -i` drops the tag; the shell exits at
+    # once, so the job is outside its tree too, and holds the pipe until the timeout: only the
+    # session it shares with the shell still names it
+    marker = tmp_path / "m"
+    res = run(runner, f"set -m; env -i /bin/bash -c 'sleep 1.5; touch {marker}' & "
+                      "echo $$ $(ps -o pgid=,sid= -p $!)", timeout_s=0.5)
+    shell, pgid, sid = res["stdout"].split()
+    assert pgid != shell and sid == shell
+    assert res["timed_out"]
+    time.sleep(2.0)
+    assert not marker.exists(), "the job survived the timeout"
+
+
+def test_what_is_still_in_both_pipes_at_the_timeout_is_kept(runner, tmp_path: Path):
+    # A child writes numbered lines to stdout and stderr, then appends the number to a file, until
+    # the kill stops it (after the reader has given up at the deadline): the lines it wrote
+    # meanwhile are still in the pipes, and the result must hold them.
+    count = tmp_path / "n"
+    cmd = (f"bash -c 'i=0; while :; do i=$((i+1)); echo $i; echo $i >&2; echo $i >> {count}; done' & "
+           "sleep 30")
+    res = run(runner, cmd, timeout_s=0.5)
+    assert res["timed_out"]
+    last = int(count.read_text().split()[-1])
+    assert int(res["stdout"].split()[-1]) >= last
+    assert int(res["stderr"].split()[-1]) >= last
+
+
+def _zombie_children() -> set[int]:
+    me = os.getpid()
+    return {p for p in procs.proc_pids() if (f := procs.stat_fields(p)) is not None and f[1] == me and f[0] == "Z"}
+
+
+def test_reap_orphans_collects_exited_children_it_did_not_start_and_leaves_its_own(runner):
+    if _zombie_children():
+        pytest.skip("another exited child of this process waits to be collected: reaping it would take its status")
+    own = runner.spawn(["/bin/sh", "-c", "exit 3"])
+    stray = subprocess.Popen(["/bin/sh", "-c", "exit 4"])  # re-parented orphans look like this
+    try:
+        assert _wait_for(lambda: _state(own.pid) == "Z" and _state(stray.pid) == "Z")
+        runner.reap_orphans()
+        assert procs.stat_fields(stray.pid) is None  # collected: gone from /proc
+        assert _state(own.pid) == "Z"  # a child of ours is left for Popen.wait and its exit status
+        assert own.wait(5) == 3
+    finally:
+        runner.forget(own)
+        stray.wait()
