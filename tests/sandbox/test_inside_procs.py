@@ -370,3 +370,41 @@ def test_reap_orphans_collects_exited_children_it_did_not_start_and_leaves_its_o
     finally:
         runner.forget(own)
         stray.wait()
+
+
+def test_a_tag_that_is_not_ascii_is_read_with_replacement_not_an_error():
+    p = subprocess.Popen(["sleep", "30"], env={b"PATH": os.environ["PATH"].encode(), procs.TAG_VAR.encode(): b"t\xff"})
+    try:
+        assert _wait_for(lambda: procs.environ_tags(p.pid) != ())
+        assert procs.environ_tags(p.pid) == ("t\ufffd",)
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_stat_fields_tell_the_process_group_from_the_session():
+    p = subprocess.Popen(["sleep", "30"], process_group=0)  # a group of its own, in our session
+    try:
+        assert _wait_for(lambda: procs.stat_fields(p.pid) is not None)
+        assert procs.stat_fields(p.pid)[2:] == (p.pid, os.getsid(0))
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_the_command_never_reads_the_agents_stdin_nor_inherits_its_descriptors(runner):
+    # in the agent, stdin is the channel: a command reading it would eat requests
+    r, w = os.pipe()
+    saved = os.dup(0)
+    extra = os.dup(w)
+    os.set_inheritable(extra, True)
+    try:
+        os.write(w, b"channel bytes\n")
+        os.close(w)
+        os.dup2(r, 0)
+        res = run(runner, f"cat; [ -e /proc/self/fd/{extra} ] && echo leaked {extra}")
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, r, extra):
+            os.close(fd)
+    assert res["stdout"] == ""
