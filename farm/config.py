@@ -372,26 +372,19 @@ def validate(cfg: FarmConfig) -> None:
         value = _get(cfg, key)
         if value not in choices:
             raise ConfigError(f"invalid value {value!r} for '{key}': choose one of {list(choices)}")
-    for key in POSITIVE:
-        value = _get(cfg, key)
-        if value is None or value <= 0:
-            raise ConfigError(f"invalid value {value!r} for '{key}': must be > 0")
-    for key in NON_NEGATIVE:
-        value = _get(cfg, key)
-        if value is not None and value < 0:
-            raise ConfigError(f"invalid value {value!r} for '{key}': must be >= 0")
-    for key in POSITIVE_IF_SET:
-        value = _get(cfg, key)
-        if value is not None and value <= 0:
-            raise ConfigError(f"invalid value {value!r} for '{key}': must be > 0")
-    for key in AT_LEAST_ONE_IF_SET:
-        value = _get(cfg, key)
-        if value is not None and value < 1:
-            raise ConfigError(f"invalid value {value!r} for '{key}': must be >= 1 (or null: no CPU limit)")
-    for key in NON_EMPTY:
-        value = _get(cfg, key)
-        if not str(value).strip():
-            raise ConfigError(f"invalid value {value!r} for '{key}': must not be empty")
+    # (keys, whether a value is acceptable, what the error says it must be)
+    rules = (
+        (POSITIVE, lambda v: v is not None and v > 0, "must be > 0"),
+        (NON_NEGATIVE, lambda v: v is None or v >= 0, "must be >= 0"),
+        (POSITIVE_IF_SET, lambda v: v is None or v > 0, "must be > 0"),
+        (AT_LEAST_ONE_IF_SET, lambda v: v is None or v >= 1, "must be >= 1 (or null: no CPU limit)"),
+        (NON_EMPTY, lambda v: bool(str(v).strip()), "must not be empty"),
+    )
+    for keys, acceptable, must in rules:
+        for key in keys:
+            value = _get(cfg, key)
+            if not acceptable(value):
+                raise ConfigError(f"invalid value {value!r} for '{key}': {must}")
     if cfg.agent.name == "scripted" and not cfg.agent.script:
         raise ConfigError("agent.name='scripted' needs agent.script=<file of assistant turns>")
     if cfg.agent.name == "leaf" and not cfg.model.base_url and not cfg.serve.enabled:
