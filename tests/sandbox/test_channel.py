@@ -17,6 +17,7 @@ import pytest
 from farm.errors import FarmError
 from farm.sandbox.base import SandboxClosedError, SandboxLostError
 from farm.sandbox.channel import LINE_LIMIT, Channel, RemoteOpError, _encode_request
+from tests.procs import alive
 
 SERVER = Path(__file__).resolve().parents[2] / "farm" / "sandbox" / "inside" / "server.py"
 
@@ -51,20 +52,14 @@ async def agent(request: pytest.FixtureRequest, tmp_path: Path):
     await a.proc.wait()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] not in "ZX"
 
 
 async def _gone(pid: int) -> None:
     # SIGKILL is asynchronous: on a busy machine the exit can take a moment to complete
     deadline = time.monotonic() + 20
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    assert not _alive(pid), f"process {pid} survived"
+    assert not alive(pid), f"process {pid} survived"
 
 
 async def test_ping_reports_the_interpreter(agent: Agent) -> None:
@@ -163,7 +158,7 @@ async def test_agent_death_fails_pending_and_later_requests(agent: Agent) -> Non
 async def test_closing_stdin_stops_the_agent_and_its_processes(agent: Agent) -> None:
     r = await agent.channel.exec("nohup sleep 100 >/dev/null 2>&1 & echo $!")
     sleeper = int(r.stdout)
-    assert _alive(sleeper)
+    assert alive(sleeper)
     agent.proc.stdin.close()  # type: ignore[union-attr]
     await asyncio.wait_for(agent.proc.wait(), 30)
     await _gone(sleeper)

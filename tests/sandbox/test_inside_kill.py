@@ -17,6 +17,7 @@ import pytest
 
 from farm.sandbox.channel import LINE_LIMIT, Channel
 from farm.sandbox.local import INSIDE_DIR, LocalSandbox
+from tests.procs import alive
 
 from .conformance import make_task
 
@@ -44,12 +45,6 @@ async def test_timeout_kills_untagged_escapees_in_bwrap(tmp_path: Path) -> None:
         assert (await sb.exec("ls -A /tmp/m")).stdout == "control\n"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] not in "ZX"
 
 
 @pytest.mark.parametrize("stop", ["shutdown", "stdin_closed"])
@@ -65,7 +60,7 @@ async def test_agent_exit_kills_untagged_background_processes(tmp_path: Path, st
         r = await ch.exec("( env -i setsid sleep 1000 >/dev/null 2>&1 < /dev/null & echo $! > pid ); cat pid",
                           cwd=str(tmp_path))
         sleeper = int(r.stdout)
-        assert _alive(sleeper)
+        assert alive(sleeper)
         if stop == "shutdown":
             assert await ch.request("shutdown") == {}
         else:
@@ -73,9 +68,9 @@ async def test_agent_exit_kills_untagged_background_processes(tmp_path: Path, st
         await asyncio.wait_for(proc.wait(), 30)
         assert proc.returncode == 0
         deadline = time.monotonic() + 20
-        while _alive(sleeper) and time.monotonic() < deadline:
+        while alive(sleeper) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        assert not _alive(sleeper), "an untagged orphan outlived the agent"
+        assert not alive(sleeper), "an untagged orphan outlived the agent"
     finally:
         await ch.close()
         if proc.returncode is None:

@@ -22,6 +22,7 @@ import pytest
 
 from farm.sandbox.base import SandboxStartError
 from farm.sandbox.local import LocalSandbox
+from tests.procs import alive
 
 from .conformance import make_task
 
@@ -109,12 +110,6 @@ asyncio.run(main())
 """
 
 
-def _running(pid: int) -> bool:
-    try:
-        data = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return data[data.rindex(")") + 2] not in "ZX"
 
 
 def test_a_killed_driver_leaves_no_slirp4netns_behind(tmp_path: Path) -> None:
@@ -128,14 +123,14 @@ def test_a_killed_driver_leaves_no_slirp4netns_behind(tmp_path: Path) -> None:
         line = driver.stdout.readline() if driver.stdout else ""
         assert line.strip().isdigit(), f"driver printed {line!r}, exit status {driver.poll()}"
         slirp = int(line)
-        assert _running(slirp)
+        assert alive(slirp)
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.wait()
     deadline = time.monotonic() + 10
-    while _running(slirp) and time.monotonic() < deadline:
+    while alive(slirp) and time.monotonic() < deadline:
         time.sleep(0.05)
-    leaked = _running(slirp)
+    leaked = alive(slirp)
     if leaked:
         os.kill(slirp, signal.SIGKILL)  # this test's driver started it: leave nothing behind
     assert not leaked, f"slirp4netns {slirp} outlived its driver"
