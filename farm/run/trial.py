@@ -25,7 +25,7 @@ from farm.grade.harbor import GradeResult, run_harbor_verifier
 from farm.grade.patch import PatchError, apply_patch, capture_patch
 from farm.run.endpoint import host_port
 from farm.run.plan import TrialSpec
-from farm.sandbox.base import Sandbox, SandboxError, SandboxStartError
+from farm.sandbox.base import ImageProvenance, Sandbox, SandboxError, SandboxStartError
 from farm.sandbox.registry import open_sandbox, refusal_reason
 from farm.store.schema import StepRow, TrialResult
 from farm.tasks.model import Task
@@ -97,6 +97,13 @@ def _fill_agent_counters(row: TrialResult, traj: Any) -> None:
     row.context_tokens = traj.context_tokens
     row.reasoning_field = traj.reasoning_field
     row.exit_reason = traj.exit_reason
+
+
+def _fill_image(row: TrialResult, image: ImageProvenance | None) -> None:
+    if image is None:
+        return
+    row.image_source, row.image_id, row.image_build_s = image.source, image.image_id, image.build_s
+    row.base_image_standin, row.image_unfaithful = image.base_standin, image.unfaithful
 
 
 # keyed by the loop itself, weakly: an id() of a closed loop can come back for a new one, whose
@@ -199,6 +206,7 @@ async def run_trial(
             return finish("infra_error", start_error_class(exc), str(exc))
         row.sandbox_start_s = sandbox.stats.start_s
         row.api_calls_start = sandbox.stats.api_calls_start
+        _fill_image(row, sandbox.stats.image)
 
         if policy == "oracle" or (policy == "scripted" and task.solution_dir is not None):
             # scripted policies may replay the reference solution too (dry runs of experiments)

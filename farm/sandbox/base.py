@@ -124,7 +124,23 @@ class SandboxStats:
     api_calls_start: int = 0  # Kubernetes API-server calls made to start the sandbox
     api_calls_after_start: int = 0  # ... and afterwards (the exec channel should need none)
     cpu_s: float | None = None  # CPU seconds consumed inside the sandbox, when measurable
+    image: ImageProvenance | None = None  # what the sandbox ran, when the backend knows
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ImageProvenance:
+    """Where the sandbox's root filesystem came from; copied verbatim into the trial row.
+
+    A score is only comparable with a published one when the image is the task's own: built
+    from its Dockerfile or pulled, on the real base image. Anything else is marked here.
+    """
+
+    source: str  # pulled | built | cached (built earlier, same content hash) | local (already present) | host
+    image_id: str | None = None  # the engine's image id of what ran
+    build_s: float | None = None  # time this attempt spent building it (0 when it was cached)
+    base_standin: bool = False  # built on a farm stand-in base image (make images), not the real one
+    unfaithful: bool = False  # ran without the task's image or build steps (sandbox.local.allow_any_image)
 
 
 @dataclass

@@ -67,6 +67,13 @@ class TrialResult:
     endpoint: str | None = None  # host:port of the base URL the agent talked to
     endpoint_origin: str | None = None  # farm-policy | farm-serve | external
     image: str | None = None
+    # how the image came to be (farm/sandbox/base.py ImageProvenance): scores on a stand-in base
+    # or with allow_any_image are for testing the harness, never for comparison
+    image_source: str | None = None  # pulled | built | cached | local | host
+    image_id: str | None = None
+    image_build_s: float | None = None
+    base_image_standin: bool | None = None
+    image_unfaithful: bool | None = None
     sandbox_backend: str | None = None
     agent_network: str | None = None
     verifier_network: str | None = None
