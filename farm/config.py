@@ -128,8 +128,20 @@ class AgentConfig:
 
 
 @dataclass
+class VerifierCacheConfig:
+    """``grade.verifier_cache``: tools graders fetch at verify time, pre-staged (farm/grade/verifier_cache.py)."""
+
+    dir: Optional[str] = None  # a directory made by `make verifier-cache`; null: graders fetch their own
+    offline: bool = True  # tell uv/pip to use only the cache (a cluster without internet)
+
+
+@dataclass
 class GradeConfig:
     mode: str = "in_place"  # in_place | fresh
+    verifier_cache: VerifierCacheConfig = field(default_factory=VerifierCacheConfig)
+    # a verifier that could not set itself up (infra_error:verifier_setup) is re-run this many
+    # times on the captured patch, without a second agent run
+    verifier_retries: int = 1
 
 
 @dataclass
@@ -217,6 +229,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "agent.tokenizer": ("qwen", "tiktoken", "bytes"),
     "agent.truncation": ("head", "head_tail"),
     "grade.mode": ("in_place", "fresh"),
+    "sandbox.image_policy": ("pull", "build", "pull-or-build"),
     "run.executor": ("ray", "local"),
     "model.serving.device": ("gpu", "cpu"),
 }
@@ -230,7 +243,7 @@ NON_NEGATIVE: tuple[str, ...] = (
     "agent.max_context_tokens", "model.max_retries", "model.temperature", "run.retry_backoff_s",
     "benchmark.sample", "run.breaker_consecutive", "sandbox.kubernetes.unschedulable_grace_s",
     "sandbox.kubernetes.max_reconnects",
-    "sandbox.docker.max_reconnects",
+    "sandbox.docker.max_reconnects", "grade.verifier_retries",
 )
 # Optional numbers that, when set, must be > 0.
 POSITIVE_IF_SET: tuple[str, ...] = ("agent.max_total_time_s", "sandbox.kubernetes.pod_lifetime_s")

@@ -78,6 +78,9 @@ class DockerSandboxConfig:
 @dataclass
 class SandboxConfig:
     backend: str = "local"  # local | kubernetes | docker
+    # the task's image: pull the image it names, build its environment/Dockerfile, or pull and
+    # build when the pull fails (farm/sandbox/images.py)
+    image_policy: str = "pull-or-build"
     local: LocalSandboxConfig = field(default_factory=LocalSandboxConfig)
     kubernetes: KubernetesSandboxConfig = field(default_factory=KubernetesSandboxConfig)
     docker: DockerSandboxConfig = field(default_factory=DockerSandboxConfig)

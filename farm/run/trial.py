@@ -283,6 +283,9 @@ async def run_trial(
         # close first: CPU accounting is final only once a sandbox has stopped
         for sb in used:
             await _close_quietly(sb)
+        for sb in used:
+            for name, data in sb.stats.artifacts.items():
+                artifacts.setdefault(f"sandbox/{name}", data)
         cpu = [sb.stats.cpu_s for sb in used if sb.stats.cpu_s is not None]
         row.sandbox_cpu_s = sum(cpu) if cpu else None
         if used:

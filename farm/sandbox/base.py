@@ -126,6 +126,8 @@ class SandboxStats:
     cpu_s: float | None = None  # CPU seconds consumed inside the sandbox, when measurable
     image: ImageProvenance | None = None  # what the sandbox ran, when the backend knows
     extra: dict[str, Any] = field(default_factory=dict)
+    # files the trial keeps as artifacts under sandbox/<name> (an image build log, ...)
+    artifacts: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass

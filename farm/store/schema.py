@@ -57,6 +57,7 @@ class TrialResult:
     llm_s: float | None = None
     tool_s: float | None = None
     verify_s: float | None = None
+    verifier_runs: int | None = None  # runs of the verifier in this attempt (>1: verifier-only retries)
     sandbox_start_s: float | None = None
     sandbox_cpu_s: float | None = None
     api_calls_start: int | None = None
