@@ -66,3 +66,24 @@ MUTATION_CHILDREN ?= 1
 .PHONY: mutation
 mutation: test-setup
 	$(PY) scripts/mutation.py --max-children $(MUTATION_CHILDREN)
+
+# Stand-in base images for the Terminal-Bench 2.0 Dockerfiles (scripts/standin_images.py,
+# docs/benchmarks.md): debootstrap'd Debian roots tagged as python:*, ubuntu:24.04 and debian:*,
+# plus farm's toolbox image, so sandbox=docker builds tasks with no image registry. Idempotent;
+# cached under FARM_IMAGES_CACHE (never required: an empty cache rebuilds everything).
+# Needs root, podman, runc and debootstrap. Scores on stand-ins test the harness only.
+FARM_IMAGES_CACHE ?= /var/tmp/farm-images
+.PHONY: images tb2-oracle
+images: setup
+	@$(MAKE) --no-print-directory system-deps APT="podman runc debootstrap"
+	FARM_IMAGES_CACHE=$(FARM_IMAGES_CACHE) $(PY) scripts/standin_images.py
+
+# The full Terminal-Bench 2.0 oracle run on the stand-ins (all 89 tasks; timing and per-task
+# results in docs/benchmarks.md). TB2_DIR / TB2_OUT / TB2_ARGS override the copy, the store and
+# add farm options (e.g. TB2_ARGS="benchmark.limit=10").
+TB2_DIR ?= ../shared/fixtures/terminal-bench-2.0
+TB2_OUT ?= build/tb2-oracle
+tb2-oracle: images
+	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(FARM_IMAGES_CACHE)/containers.conf} $(VENV)/bin/farm run \
+	  agent=oracle sandbox=docker sandbox.docker.engine=podman sandbox.image_policy=build \
+	  benchmark.path=$(TB2_DIR) store.uri=$(TB2_OUT) run.executor=local run.max_in_flight=1 $(TB2_ARGS)

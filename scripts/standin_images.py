@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""Build stand-in base images for the Terminal-Bench 2.0 Dockerfiles from Debian packages.
+
+This machine reaches deb.debian.org and PyPI but no image registry, so ``FROM python:3.13-slim-bookworm``
+cannot be pulled. Each stand-in is a ``debootstrap --variant=minbase`` root imported into the
+engine plus a small build that installs what the real image has, tagged under the exact
+name the Dockerfiles use (``docker.io/library/<name>``: podman's short-name aliases map
+``python``, ``ubuntu`` and ``debian`` there, so ``podman build --pull=never`` finds it locally).
+
+Every stand-in carries the label ``io.farm.standin=true`` (inherited by every image built on
+it; the container backend reads it into ``base_image_standin`` of each row) and
+``io.farm.standin.differences`` saying what differs from the real image. Scores on stand-ins
+test the harness; they are not comparable with published numbers.
+
+Idempotent: a root is debootstrapped once into the cache (``$FARM_IMAGES_CACHE``, default
+``/var/tmp/farm-images``), and an image is rebuilt only when its recipe changed (the recipe's
+hash is a label). Nothing needs the cache: with an empty one everything is built again.
+
+Usage: ``python scripts/standin_images.py [--only NAME ...] [--list] [--force] [--engine podman]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MIRROR = "http://deb.debian.org/debian"
+ROOT_TAG = "localhost/farm-standin-root:{suite}"
+LABEL = "io.farm.standin"
+OFFICIAL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# what the official python images ship beyond the interpreter (headers for C extensions,
+# venv/ensurepip, certificates, tzdata, netbase)
+PYTHON_SLIM = ["ca-certificates", "netbase", "tzdata"]
+# a subset of buildpack-deps (what the non-slim python image is built on)
+BUILDPACK = ["build-essential", "git", "curl", "wget", "procps", "openssh-client", "gnupg", "dirmngr",
+             "xz-utils", "bzip2", "unzip", "libssl-dev", "zlib1g-dev", "libffi-dev", "libbz2-dev",
+             "libreadline-dev", "libsqlite3-dev", "liblzma-dev", "pkg-config"]
+
+
+@dataclass(frozen=True)
+class StandIn:
+    name: str  # the reference the Dockerfiles use, e.g. python:3.13-slim-bookworm
+    suite: str  # the Debian release the root is made from
+    packages: list[str] = field(default_factory=list)
+    python: str | None = None  # Debian's python3.x version offered as python/python3/pip
+    stands_for: str = ""  # the real image's version, to record the gap
+    differences: str = ""
+    extra_run: str = ""
+
+    @property
+    def tag(self) -> str:
+        return f"docker.io/library/{self.name}"
+
+
+def _python_diff(want: str, have: str, suite: str) -> str:
+    same = want == have
+    ver = f"Python {have} (Debian's python3 package)" + ("" if same else f", not {want}: Debian has no {want}")
+    return (f"Debian {suite} root (debootstrap minbase), {ver}; pip is Debian's python3-pip with the "
+            "EXTERNALLY-MANAGED marker removed; interpreter in /usr/bin, linked from /usr/local/bin")
+
+
+STANDINS: list[StandIn] = [
+    StandIn("python:3.13-slim-bookworm", "trixie", PYTHON_SLIM, "3.13", "Python 3.13 on Debian 12 bookworm",
+            _python_diff("3.13", "3.13", "trixie") + "; the OS is Debian 13 trixie, not 12 bookworm "
+            "(bookworm has no Python 3.13), so apt-get installs trixie package versions"),
+    StandIn("python:3.11-slim", "bookworm", PYTHON_SLIM, "3.11", "Python 3.11 on Debian slim",
+            _python_diff("3.11", "3.11", "bookworm")),
+    StandIn("python:3.10-slim-bookworm", "bookworm", PYTHON_SLIM, "3.11", "Python 3.10 on Debian 12 bookworm",
+            _python_diff("3.10", "3.11", "bookworm")),
+    StandIn("python:3.11", "bookworm", PYTHON_SLIM + BUILDPACK, "3.11", "Python 3.11 on buildpack-deps:bookworm",
+            _python_diff("3.11", "3.11", "bookworm") + "; a subset of buildpack-deps (compilers, git, curl, "
+            "common -dev libraries), not all of it"),
+    StandIn("ubuntu:24.04", "trixie", [], None, "Ubuntu 24.04 noble",
+            "Debian 13 trixie root (debootstrap minbase), not Ubuntu: the Ubuntu archive is not reachable "
+            "from this machine. apt-get installs Debian trixie packages (newer glibc/gcc, no python3.12); "
+            "packages or versions that exist only on Ubuntu fail to install; user ubuntu (uid 1000) "
+            "is created as in the real image",
+            extra_run="useradd --uid 1000 --create-home --shell /bin/bash ubuntu"),
+    StandIn("debian:13.0-slim", "trixie", [], None, "Debian 13.0 slim",
+            "debootstrap minbase of trixie from deb.debian.org (current point release, docs not "
+            "stripped, no trixie-security source)"),
+    StandIn("debian:bullseye-slim", "bullseye", [], None, "Debian 11 bullseye slim",
+            "debootstrap minbase of bullseye from deb.debian.org (docs not stripped, no "
+            "bullseye-security source)"),
+]
+
+
+def containerfile(s: StandIn) -> str:
+    """The build on top of the imported root: what the real image has, and the labels."""
+    lines = [f"FROM {ROOT_TAG.format(suite=s.suite)}"]
+    env = {"LANG": "C.UTF-8", "PATH": OFFICIAL_PATH} if s.python else {}
+    pkgs = list(s.packages)
+    if s.python:
+        pkgs += [f"python{s.python}", "python3-pip", "python3-venv", "python3-dev"]
+    run = ["set -eux", "export DEBIAN_FRONTEND=noninteractive"]
+    if pkgs:
+        run += ["apt-get update", f"apt-get install -y --no-install-recommends {' '.join(sorted(set(pkgs)))}"]
+    if s.python:
+        run += [
+            f"ln -sf /usr/bin/python{s.python} /usr/local/bin/python3",
+            f"ln -sf /usr/bin/python{s.python} /usr/local/bin/python",
+            # Debian's pip, usable for system-wide installs as in the official image
+            "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED",
+            "printf '#!/bin/sh\\nexec /usr/local/bin/python3 -m pip \"$@\"\\n' > /usr/local/bin/pip",
+            "chmod 755 /usr/local/bin/pip && ln -sf pip /usr/local/bin/pip3",
+            "python --version && pip --version",
+        ]
+    if s.extra_run:
+        run.append(s.extra_run)
+    run += ["apt-get clean", "rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb"]
+    lines.append("RUN " + " && \\\n    ".join(run))
+    if s.python:
+        lines.append(f"ENV PYTHON_VERSION={s.python}")
+    for k, v in env.items():
+        lines.append(f"ENV {k}={v}")
+    lines.append(f'CMD ["{"python3" if s.python else "bash"}"]')
+    return "\n".join(lines) + "\n"
+
+
+def recipe_hash(s: StandIn) -> str:
+    return hashlib.sha256(containerfile(s).encode() + s.differences.encode()).hexdigest()[:16]
+
+
+# podman as root in a VM or CI container: the default ulimits can exceed the machine's hard limit
+# (runc then fails with "error setting rlimits"), and crun does not work everywhere
+CONTAINERS_CONF = """\
+[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
+log_driver = "k8s-file"
+[engine]
+runtime = "{runtime}"
+events_logger = "file"
+"""
+
+
+def ensure_containers_conf(cache: Path, log) -> None:
+    """Point podman at a containers.conf with safe ulimits unless the caller chose one."""
+    if os.environ.get("CONTAINERS_CONF"):
+        return
+    conf = cache / "containers.conf"
+    conf.write_text(CONTAINERS_CONF.format(runtime="runc" if shutil.which("runc") else "crun"))
+    os.environ["CONTAINERS_CONF"] = str(conf)
+    log(f"CONTAINERS_CONF={conf} (set CONTAINERS_CONF to use another)")
+
+
+class Engine:
+    def __init__(self, binary: str) -> None:
+        if shutil.which(binary) is None:
+            sys.exit(f"standin_images: engine {binary!r} not found on PATH")
+        self.binary = binary
+
+    def run(self, *args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+        res = subprocess.run([self.binary, *args], capture_output=True, text=True, **kw)
+        if check and res.returncode != 0:
+            sys.exit(f"standin_images: {self.binary} {' '.join(args[:3])} failed:\n{res.stderr[-2000:]}")
+        return res
+
+    def label(self, image: str, key: str) -> str | None:
+        res = self.run("image", "inspect", "--format", f'{{{{index .Labels "{key}"}}}}', image, check=False)
+        return res.stdout.strip() if res.returncode == 0 else None
+
+    def exists(self, image: str) -> bool:
+        return self.run("image", "exists", image, check=False).returncode == 0
+
+    def size_mb(self, image: str) -> float:
+        res = self.run("image", "inspect", "--format", "{{.Size}}", image)
+        return int(res.stdout.strip()) / 1e6
+
+
+def ensure_root(suite: str, cache: Path, log) -> Path:
+    """A debootstrapped minbase root in the cache (made once; ``.farm-complete`` marks it done)."""
+    root = cache / "roots" / suite
+    if (root / ".farm-complete").exists():
+        return root
+    if shutil.which("debootstrap") is None:
+        sys.exit("standin_images: needs debootstrap (apt-get install debootstrap)")
+    partial = root.with_name(suite + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    t0 = time.monotonic()
+    log(f"debootstrap --variant=minbase {suite} ...")
+    with (cache / f"debootstrap-{suite}.log").open("w") as out:
+        res = subprocess.run(["debootstrap", "--variant=minbase", suite, str(partial), MIRROR],
+                             stdout=out, stderr=subprocess.STDOUT)
+    if res.returncode != 0:
+        sys.exit(f"standin_images: debootstrap {suite} failed (see {cache}/debootstrap-{suite}.log)")
+    shutil.rmtree(root, ignore_errors=True)
+    partial.rename(root)
+    (root / ".farm-complete").write_text(f"{time.monotonic() - t0:.0f}\n")
+    return root
+
+
+def ensure_root_image(engine: Engine, suite: str, cache: Path, log) -> str:
+    tag = ROOT_TAG.format(suite=suite)
+    root = ensure_root(suite, cache, log)
+    stamp = (root / ".farm-complete").stat().st_mtime_ns
+    if engine.label(tag, "io.farm.root.stamp") == str(stamp):
+        return tag
+    log(f"podman import {suite} root -> {tag}")
+    tar = subprocess.Popen(["tar", "-C", str(root), "--exclude=./.farm-complete", "--exclude=./proc/*",
+                            "--exclude=./sys/*", "--exclude=./var/cache/apt/archives/*.deb", "-c", "."],
+                           stdout=subprocess.PIPE)
+    res = subprocess.run([engine.binary, "import", "--change", f"LABEL io.farm.root.stamp={stamp}",
+                          "--change", "CMD [\"bash\"]", "-", tag], stdin=tar.stdout, capture_output=True, text=True)
+    tar.wait()
+    if res.returncode != 0 or tar.returncode != 0:
+        sys.exit(f"standin_images: importing the {suite} root failed: {res.stderr[-1000:]}")
+    return tag
+
+
+def build(engine: Engine, s: StandIn, cache: Path, force: bool, log) -> dict:
+    h = recipe_hash(s)
+    root_tag = ensure_root_image(engine, s.suite, cache, log)
+    root_id = engine.run("image", "inspect", "--format", "{{.Id}}", root_tag).stdout.strip()
+    key = f"{h}-{root_id[:12]}"
+    if not force and engine.label(s.tag, "io.farm.standin.recipe") == key:
+        return {"name": s.name, "tag": s.tag, "built": False, "build_s": 0.0,
+                "size_mb": round(engine.size_mb(s.tag), 1)}
+    ctx = cache / "build" / s.name.replace(":", "_")
+    ctx.mkdir(parents=True, exist_ok=True)
+    (ctx / "Containerfile").write_text(containerfile(s))
+    labels = {LABEL: "true", f"{LABEL}.for": f"{s.name} ({s.stands_for})", f"{LABEL}.suite": s.suite,
+              f"{LABEL}.differences": s.differences, f"{LABEL}.recipe": key}
+    args = ["build", "--pull=never", "--layers=false", "-t", s.tag, "-f", str(ctx / "Containerfile")]
+    for k, v in labels.items():
+        args += ["--label", f"{k}={v}"]
+    log(f"building {s.tag} on {root_tag}")
+    t0 = time.monotonic()
+    res = engine.run(*args, str(ctx), check=False)
+    (ctx / "build.log").write_text(res.stdout + res.stderr)
+    if res.returncode != 0:
+        sys.exit(f"standin_images: building {s.name} failed (log: {ctx / 'build.log'}):\n{res.stderr[-1500:]}")
+    return {"name": s.name, "tag": s.tag, "built": True, "build_s": round(time.monotonic() - t0, 1),
+            "size_mb": round(engine.size_mb(s.tag), 1)}
+
+
+TOOLBOX_DIR = Path(__file__).resolve().parents[1] / "infra" / "k8s" / "toolbox"
+
+
+def build_toolbox(engine: Engine, tag: str, cache: Path, log) -> dict:
+    """farm's own toolbox image (infra/k8s/toolbox) on the bookworm root, so sandbox=docker
+    needs no registry either. It is farm's image, not a task's base: no stand-in label."""
+    root_tag = ensure_root_image(engine, "bookworm", cache, log)
+    src = "".join(p.read_text() for p in sorted(TOOLBOX_DIR.iterdir()) if p.is_file())
+    key = hashlib.sha256(src.encode() + root_tag.encode()).hexdigest()[:16]
+    if engine.label(tag, "io.farm.toolbox.recipe") == key:
+        return {"name": "toolbox", "tag": tag, "built": False, "build_s": 0.0, "size_mb": round(engine.size_mb(tag), 1)}
+    log(f"building the toolbox {tag} from {TOOLBOX_DIR}")
+    t0 = time.monotonic()
+    res = engine.run("build", "--pull=never", "--build-arg", f"BASE={root_tag}", "--label",
+                     f"io.farm.toolbox.recipe={key}", "-t", tag, str(TOOLBOX_DIR), check=False)
+    (cache / "toolbox-build.log").write_text(res.stdout + res.stderr)
+    if res.returncode != 0:
+        sys.exit(f"standin_images: building the toolbox failed:\n{res.stderr[-1500:]}")
+    return {"name": "toolbox", "tag": tag, "built": True, "build_s": round(time.monotonic() - t0, 1),
+            "size_mb": round(engine.size_mb(tag), 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", nargs="*", default=None, help="build only these names (e.g. ubuntu:24.04)")
+    ap.add_argument("--list", action="store_true", help="print the stand-ins and their differences, build nothing")
+    ap.add_argument("--force", action="store_true", help="rebuild even when the recipe is unchanged")
+    ap.add_argument("--toolbox", default="ghcr.io/farm-eval/farm-toolbox:0.1.0",
+                    help="also build farm's toolbox image under this tag (sandbox.docker.toolbox_image); '' skips it")
+    ap.add_argument("--engine", default=os.environ.get("FARM_IMAGES_ENGINE", "podman"))
+    ap.add_argument("--cache", type=Path, default=Path(os.environ.get("FARM_IMAGES_CACHE", "/var/tmp/farm-images")))
+    args = ap.parse_args(argv)
+    known = {s.name: s for s in STANDINS}
+    chosen = STANDINS
+    if args.only:
+        unknown = [n for n in args.only if n not in known]
+        if unknown:
+            ap.error(f"--only: unknown stand-in(s) {unknown}; choose from {sorted(known)}")
+        chosen = [known[n] for n in args.only]
+    if args.list:
+        for s in chosen:
+            print(f"{s.tag}\t{s.suite}\t{s.differences}")
+        return 0
+
+    def log(msg: str) -> None:
+        print(f"standin_images: {msg}", file=sys.stderr, flush=True)
+
+    engine = Engine(args.engine)
+    args.cache.mkdir(parents=True, exist_ok=True)
+    if Path(args.engine).name == "podman":
+        ensure_containers_conf(args.cache, log)
+    results = [build(engine, s, args.cache, args.force, log) for s in chosen]
+    if args.toolbox:
+        results.append(build_toolbox(engine, args.toolbox, args.cache, log))
+    for r in results:
+        state = f"built in {r['build_s']:.0f} s" if r["built"] else "up to date"
+        print(f"{r['tag']:45s} {r['size_mb']:8.1f} MB  {state}")
+    (args.cache / "standins.json").write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
