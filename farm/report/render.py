@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from farm.report.caveats import image_caveats
 from farm.report.claims import load_claims
 from farm.report.data import RunData
 from farm.report.plots import all_figures
@@ -27,6 +28,7 @@ td.trace{color:#666;font-family:monospace;font-size:11px}
 figcaption{font-size:12px;color:#444} footer{margin-top:32px;font-size:11px;color:#666}
 .v-reproduced{color:#2e7d32;font-weight:bold} .v-below,.v-above{color:#c62828;font-weight:bold}
 .v-incomplete{color:#6a1b9a;font-weight:bold}
+.warning{background:#fff4e5;border-left:4px solid #e65100;padding:6px 10px;margin:8px 0;font-size:13px}
 """
 
 
@@ -79,7 +81,11 @@ def _md_cell(text: str) -> str:
 
 
 def render_markdown(c: ReportContent, figures: list[tuple[str, str, bytes]], generated: str) -> str:
-    lines = ["# farm report", "", f"Generated {generated}.", "", "## Runs", ""]
+    lines = ["# farm report", "", f"Generated {generated}.", ""]
+    caveats = image_caveats(c.runs)
+    if caveats:
+        lines += ["## Warnings", ""] + [f"> **Warning.** {cv.text}" for cv in caveats] + [""]
+    lines += ["## Runs", ""]
     meta = _runs_meta(c.runs)
     lines += ["| run | config hash | created | farm | model | experiment |", "|---|---|---|---|---|---|"]
     lines += [
@@ -132,6 +138,13 @@ def _html_table(t: Table) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{note}"
 
 
+def _html_warnings(c: ReportContent) -> list[str]:
+    caveats = image_caveats(c.runs)
+    if not caveats:
+        return []
+    return ["<h2>Warnings</h2>"] + [f'<p class="warning"><b>Warning.</b> {html.escape(cv.text)}</p>' for cv in caveats]
+
+
 def render_html(c: ReportContent, figures: list[tuple[str, str, bytes]], generated: str) -> str:
     e = html.escape
     meta = _runs_meta(c.runs)
@@ -147,6 +160,7 @@ def render_html(c: ReportContent, figures: list[tuple[str, str, bytes]], generat
         f"<style>{CSS}</style></head><body>",
         "<h1>farm report</h1>",
         f'<p class="note">Generated {e(generated)}.</p>',
+        *_html_warnings(c),
         "<h2>Runs</h2>",
         "<table><thead><tr><th>run</th><th>config hash</th><th>created</th><th>farm</th>"
         f"<th>model</th><th>experiment</th></tr></thead><tbody>{run_rows}</tbody></table>",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+from rich.markup import escape
 from rich.table import Table
 
+from farm.report.caveats import image_caveats
 from farm.report.data import RunData, not_run, outcome_groups
 from farm.report.stats import avg_at_k, pooled_rate
 
@@ -55,6 +57,9 @@ def summary_table(run: RunData) -> Table:
             ", ".join(f"{k}={v}" for k, v in sorted(classes.items())) or "–",
             refused or "–",
         )
+    warnings = [f"[bold yellow]warning:[/bold yellow] {escape(cv.text)}" for cv in image_caveats([run])]
     if not table.rows:
-        table.caption = "no trials"
+        warnings.insert(0, "no trials")
+    if warnings:
+        table.caption = "\n".join(warnings)
     return table

@@ -1,0 +1,53 @@
+"""Warnings a report must show above its numbers: trials whose image was not the task's own.
+
+A score is comparable with a published one only when each trial ran the task's image, pulled
+or built from its Dockerfile on the real base image. Two row columns say otherwise
+(farm/sandbox/base.py ImageProvenance): ``base_image_standin`` (built on a farm stand-in base
+from ``make images``) and ``image_unfaithful`` (``sandbox.local.allow_any_image``: the task's
+image or build steps were not used). Any such trial turns into a warning line here, counted per
+run, so that neither kind of score can be quoted as a benchmark result by mistake.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from farm.report.data import RunData, latest_attempts
+
+STANDIN = "standin"
+UNFAITHFUL = "unfaithful"
+
+
+@dataclass(frozen=True)
+class Caveat:
+    kind: str  # standin | unfaithful
+    run_id: str
+    trials: int  # trials (latest attempt each) of the run carrying the mark
+    of: int  # all trials of the run with a row
+    images: tuple[str, ...]  # the task images concerned (a few, sorted)
+
+    @property
+    def text(self) -> str:
+        shown = ", ".join(self.images[:5]) + (f", … ({len(self.images)} in all)" if len(self.images) > 5 else "")
+        where = f" (images: {shown})" if shown else ""
+        if self.kind == STANDIN:
+            return (f"Stand-in base images: {self.trials} of {self.of} trials of run {self.run_id} were built "
+                    f"on a farm stand-in base image (`make images`: Debian roots tagged with the tasks' "
+                    f"base image names), not the real one{where}. These scores test the harness; they are "
+                    "not comparable with published numbers.")
+        return (f"Unfaithful images: {self.trials} of {self.of} trials of run {self.run_id} ran without the "
+                f"task's image or its build steps (sandbox.local.allow_any_image=true){where}. Score at your "
+                "own risk: a trial may fail or pass only because its environment differs from the task's.")
+
+
+def image_caveats(runs: list[RunData]) -> list[Caveat]:
+    """One caveat per run and kind that has at least one marked trial; runs in the order given."""
+    out = []
+    for run in runs:
+        rows = latest_attempts(run.trials.to_pylist())
+        for kind, column in ((STANDIN, "base_image_standin"), (UNFAITHFUL, "image_unfaithful")):
+            marked = [r for r in rows if r.get(column)]
+            if marked:
+                images = tuple(sorted({str(r["image"]) for r in marked if r.get("image")}))
+                out.append(Caveat(kind, run.run_id, len(marked), len(rows), images))
+    return out
