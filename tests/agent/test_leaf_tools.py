@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import ast
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -31,7 +33,7 @@ def test_runs_on_python_38_syntax():
     tree = ast.parse(src)
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert imported <= {"glob", "os", "shlex", "time", "re"}, imported
+    assert imported <= {"glob", "os", "select", "shlex", "stat", "subprocess", "sys", "time", "re"}, imported
 
 
 # --- Read -----------------------------------------------------------------------------------
@@ -75,6 +77,48 @@ def test_read_truncates_at_20000_chars_with_marker(workspace):
     tail = run("Read", {"file_path": "big"}, workspace, read_output_chars=100, truncation="head_tail")["observation"]
     assert tail.startswith(full[:50]) and tail.endswith("\n" + full[-50:])
     assert f"\n[truncated {len(full) - 100} chars]\n" in tail
+
+
+def test_read_stops_at_the_scan_bound_and_says_how_much_was_left(workspace, monkeypatch):
+    monkeypatch.setattr(leaf_tools, "READ_SCAN_BYTES", 20)
+    note = "[farm: Read stops after the first 20 bytes; %d more bytes were not read]"
+    (workspace / "f").write_text("aaaa\nbbbb\ncccc\ndddd\neeee\n")  # 25 bytes: the bound falls after line 4
+    assert obs("Read", {"file_path": "f"}, workspace) == "f\n1. aaaa\n2. bbbb\n3. cccc\n4. dddd\n" + note % 5
+    (workspace / "h").write_text("aaaa\nbbbb\ncccc\nddddddd\n")  # the bound cuts line 4: not shown half
+    assert obs("Read", {"file_path": "h"}, workspace) == "h\n1. aaaa\n2. bbbb\n3. cccc\n" + note % 3
+    (workspace / "g").write_text("aaaa\nbbbb\n")  # under the bound: no note
+    assert obs("Read", {"file_path": "g"}, workspace) == "g\n1. aaaa\n2. bbbb"
+
+
+def test_read_refuses_devices_and_its_own_channel(workspace):
+    # the in-process agent's stdin is pytest's; a file with the same inode is refused the same way
+    own = os.fstat(0)
+    if stat.S_ISCHR(own.st_mode):
+        assert obs("Read", {"file_path": "/proc/self/fd/0"}, workspace).startswith("ValueError: /proc/self/fd/0 is ")
+    r, w = os.pipe()
+    try:
+        os.write(w, b"from the pipe\n")
+        os.close(w)
+        w = -1
+        # the pipe's inode is not the agent's stdio: it is read like a file
+        assert obs("Read", {"file_path": f"/proc/self/fd/{r}"}, workspace) == f"/proc/self/fd/{r}\n1. from the pipe"
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+    assert obs("Read", {"file_path": "/dev/zero"}, workspace) == (
+        "ValueError: /dev/zero is a character device, not a regular file")
+    assert obs("Read", {"file_path": "/proc/self/status"}, workspace).startswith("/proc/self/status\n1. Name:")
+
+
+def test_edit_refuses_a_file_beyond_the_bound_and_leaves_it_alone(workspace, monkeypatch):
+    monkeypatch.setattr(leaf_tools, "READ_SCAN_BYTES", 8)
+    (workspace / "f").write_text("x = 1\ny = 2\n")
+    out = obs("Edit", {"file_path": "f", "old_string": "x", "new_string": "z"}, workspace)
+    assert out == "ValueError: f is larger than 8 bytes; edit it with Bash"
+    assert (workspace / "f").read_text() == "x = 1\ny = 2\n"
+    assert obs("Edit", {"file_path": "/dev/null", "old_string": "x", "new_string": "z"}, workspace) == (
+        "ValueError: /dev/null is a character device, not a regular file")
 
 
 # --- Write ----------------------------------------------------------------------------------
@@ -177,6 +221,32 @@ def test_glob_caps_at_limit(workspace):
     assert len(out) == 1001 and out[0] == "f0000.txt" and out[-1] == "... 5 more files"
     assert obs("Glob", {"pattern": "*.txt"}, workspace, glob_limit=2).split("\n") == [
         "f0000.txt", "f0001.txt", "... 1003 more files"]
+
+
+def test_glob_through_symlink_loops_returns_within_its_timeout(workspace):
+    # two self-loops make Python's recursive glob exponential: it never ends on its own
+    (workspace / "loop").mkdir()
+    (workspace / "loop" / "a").symlink_to(".")
+    (workspace / "loop" / "b").symlink_to(".")
+    (workspace / "loop" / "real.txt").write_text("")
+    out = obs("Glob", {"pattern": "**/*.txt", "path": "loop"}, workspace, glob_timeout_s=0.5)
+    lines = out.split("\n")
+    assert lines[-1] == "[farm: Glob stopped after 0.5 s; the list is incomplete, narrow the pattern or the path]"
+    paths = lines[:-2] if lines[-2].startswith("... ") else lines[:-1]  # the glob_limit line, when capped
+    assert paths and all(ln.startswith("loop/") and ln.endswith("/real.txt") for ln in paths)
+    none = obs("Glob", {"pattern": "**/none.txt", "path": "loop"}, workspace, glob_timeout_s=0.5)
+    assert none == "No files matched.\n" + lines[-1]
+
+
+def test_glob_stops_at_the_output_bound_with_whole_paths_only(workspace, monkeypatch):
+    monkeypatch.setattr(leaf_tools, "GLOB_MAX_BYTES", 200)
+    for i in range(100):
+        (workspace / f"file{i:03d}.txt").write_text("")
+    lines = obs("Glob", {"pattern": "*.txt"}, workspace).split("\n")
+    assert lines[-1] == ("[farm: Glob stopped after 200 bytes of paths; "
+                         "the list is incomplete, narrow the pattern or the path]")
+    names = lines[:-1]
+    assert 0 < len(names) < 100 and all(n.startswith("file") and n.endswith(".txt") and len(n) == 11 for n in names)
 
 
 # --- Bash -----------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from farm.sandbox.base import (
     SandboxClosedError,
     SandboxLostError,
     SandboxStartError,
+    ToolRequest,
 )
 from farm.tasks.model import BuildStep, Environment, Task, VerifierSpec
 
@@ -371,6 +372,23 @@ class SandboxConformance:
         assert len(capped["paths"]) == 2 and capped["truncated"]
         with pytest.raises(FileNotFoundError):
             await sb.call("list", path="/app/none")
+
+    async def test_model_tools_cannot_take_the_sandbox_agent_down(self, make_sandbox: MakeSandbox) -> None:
+        # a model's Read of a device or Glob through a symlink loop is an observation, never a
+        # dead sandbox agent (which the trial would count as an infrastructure error)
+        sb = await make_sandbox()
+        await sb.exec("mkdir -p /tmp/loop && ln -s . /tmp/loop/a && ln -s . /tmp/loop/b")
+        zero = await sb.tool(ToolRequest("Read", {"file_path": "/dev/zero"}, "/app"))
+        assert zero.observation == "ValueError: /dev/zero is a character device, not a regular file"
+        # the sandbox agent's stdin is its request channel: a Read of it must not steal requests
+        stdin = await sb.tool(ToolRequest("Read", {"file_path": "/proc/self/fd/0"}, "/app"))
+        assert stdin.observation.startswith("ValueError: /proc/self/fd/0 is "), stdin.observation
+        proc = await sb.tool(ToolRequest("Read", {"file_path": "/proc/self/status"}, "/app"))
+        assert "\n1. Name:" in proc.observation and "farm:" not in proc.observation
+        looped = await sb.tool(ToolRequest("Glob", {"pattern": "**/none.txt", "path": "/tmp/loop"}, "/app",
+                                           limits={"glob_timeout_s": 1.0}))
+        assert looped.observation.startswith("No files matched.\n[farm: Glob stopped after 1 s;")
+        assert (await sb.exec("echo alive")).stdout == "alive\n"
 
     # --- environment build ------------------------------------------------------------------
 

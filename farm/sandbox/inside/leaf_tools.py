@@ -10,9 +10,12 @@ Semantics follow the Leaf harness behaviour by behaviour (see docs/agent.md); th
 farm deliberately differs are marked "farm:".
 """
 
-import glob
 import os
+import select
 import shlex
+import stat
+import subprocess
+import sys
 import time
 
 TOOL_NAMES = ("Read", "Write", "Edit", "Glob", "Bash")
@@ -21,6 +24,7 @@ DEFAULT_LIMITS = {
     "read_output_chars": 20000,
     "bash_output_chars": 30000,
     "glob_limit": 1000,
+    "glob_timeout_s": 15.0,  # farm: a Glob that has not finished by then returns what it found
     "bash_timeout_s": 120.0,
     "truncation": "head",  # head (Leaf) | head_tail
     "max_timeout_s": None,  # farm: the remaining agent budget caps a Bash timeout
@@ -28,6 +32,15 @@ DEFAULT_LIMITS = {
 }
 MIN_BASH_TIMEOUT_S = 0.1
 TRUTHY = ("1", "true", "yes", "on")
+# farm: Leaf reads a whole file and globs without a bound. A Read of /dev/zero (or a FIFO, or a
+# huge sparse file) then exhausts or blocks the sandbox agent, and a Glob of `/**` follows the
+# symlink loops under /proc for the trial's whole budget: the model's mistake would end as an
+# infrastructure error. Reads stop after READ_SCAN_BYTES; a Glob runs in a child process that
+# is killed after limits["glob_timeout_s"] or GLOB_MAX_BYTES of paths.
+READ_SCAN_BYTES = 10 << 20
+GLOB_MAX_BYTES = 8 << 20
+# a device never ends (or blocks); a named pipe is allowed (it ends when its writer does)
+_FILE_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
 class ToolInputError(ValueError):
@@ -85,11 +98,49 @@ def _int_arg(args, key, default):
         raise ToolInputError("%s must be an integer, got %r" % (key, value)) from None
 
 
-def _read_text(path):
+def _own_channel(st):
+    """True when ``st`` is one of the sandbox agent's stdio (its request channel): reading it
+    (``/proc/self/fd/0``) would steal the harness's bytes and take the agent down."""
+    for fd in (0, 1, 2):
+        try:
+            own = os.fstat(fd)
+        except OSError:
+            continue
+        if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino):
+            return True
+    return False
+
+
+def _open_regular(path, workdir):
+    """Open ``path`` for reading, refusing devices and the sandbox agent's own channel."""
+    st = os.stat(path)
+    for test, kind in _FILE_KINDS:
+        if test(st.st_mode):
+            raise ToolInputError("%s is %s, not a regular file" % (display(path, workdir), kind))
+    if not stat.S_ISDIR(st.st_mode) and _own_channel(st):
+        raise ToolInputError("%s is the sandbox agent's own channel" % display(path, workdir))
+    return open(path, "rb")
+
+
+def _read_text(path, workdir, whole=False):
+    """The file's text and how many bytes of it were left unread (beyond READ_SCAN_BYTES).
+
+    ``whole``: the caller rewrites the file (Edit), so a part is no use: a file larger than
+    the bound is refused instead.
+    """
     # farm: surrogateescape keeps undecodable bytes, so an Edit never rewrites them lossily;
     # the model still sees them as U+FFFD (see _visible).
-    with open(path, "r", encoding="utf-8", errors="surrogateescape") as f:
-        return f.read()
+    with _open_regular(path, workdir) as f:
+        data = f.read(READ_SCAN_BYTES + 1)
+        size = os.fstat(f.fileno()).st_size
+    left = 0
+    if len(data) > READ_SCAN_BYTES:
+        if whole:
+            raise ToolInputError("%s is larger than %d bytes; edit it with Bash" % (display(path, workdir),
+                                                                                 READ_SCAN_BYTES))
+        data = data[:READ_SCAN_BYTES]
+        left = max(size - READ_SCAN_BYTES, 1)  # procfs files report size 0: at least one more byte
+    return data.decode("utf-8", "surrogateescape"), left
 
 
 def _visible(text):
@@ -102,11 +153,17 @@ def tool_read(args, workdir, limits):
     path = resolve(_file_path(args), workdir)
     offset = max(_int_arg(args, "offset", 1), 1)
     limit = _int_arg(args, "limit", 0)
-    lines = _visible(_read_text(path)).splitlines()
+    text, left = _read_text(path, workdir)
+    lines = _visible(text).splitlines()
+    if left and lines and not text.endswith(("\n", "\r")):
+        lines.pop()  # the last line was cut by the bound: do not show half of it as a whole line
     end = len(lines) if limit <= 0 else min(len(lines), offset - 1 + limit)
     out = [display(path, workdir)]
     for n in range(offset, end + 1):
         out.append("%d. %s" % (n, lines[n - 1]))
+    if left:
+        out.append("[farm: Read stops after the first %d bytes; %d more bytes were not read]"
+                   % (READ_SCAN_BYTES, left))
     return "\n".join(out), limits["read_output_chars"]
 
 
@@ -140,7 +197,7 @@ def tool_edit(args, workdir, limits):
     if new is None:
         raise ToolInputError("new_string is required")
     old, new = str(old), str(new)
-    text = _read_text(path)
+    text, _ = _read_text(path, workdir, whole=True)
     count = text.count(old)
     if count == 0:
         raise ToolInputError("old_string was not found")
@@ -161,15 +218,60 @@ def tool_glob(args, workdir, limits):
     if pattern is None or pattern == "":
         raise ToolInputError("pattern is required")
     root = resolve(args.get("path") or ".", workdir)
-    matches = [m for m in glob.glob(os.path.join(root, str(pattern)), recursive=True) if os.path.isfile(m)]
+    matches, stopped = _bounded_glob(os.path.join(root, str(pattern)), float(limits["glob_timeout_s"]))
     shown = sorted(display(os.path.normpath(m), workdir) for m in matches)
+    note = ("\n[farm: Glob stopped after %s; the list is incomplete, narrow the pattern or the path]" % stopped
+            if stopped else "")
     if not shown:
-        return "No files matched.", None
+        return "No files matched." + note, None
     cap = int(limits["glob_limit"])
     out = "\n".join(shown[:cap])
     if len(shown) > cap:
         out += "\n... %d more files" % (len(shown) - cap)
-    return out, None
+    return out + note, None
+
+
+# the child's whole program: Python's own recursive glob, regular files only, NUL-separated
+_GLOB_CHILD = ("import glob, os, sys\n"
+               "for m in glob.iglob(sys.argv[1], recursive=True):\n"
+               "    if os.path.isfile(m):\n"
+               "        sys.stdout.buffer.write(os.fsencode(m) + b'\\0')\n")
+
+
+def _bounded_glob(pattern, timeout_s):
+    """Python's ``glob.glob(pattern, recursive=True)`` (files only), in a child process killed
+    after ``timeout_s`` or GLOB_MAX_BYTES of output; (paths, why it stopped or "")."""
+    proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _GLOB_CHILD, pattern], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout_s
+    chunks, size, stopped = [], 0, ""
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                stopped = "%g s" % timeout_s
+                break
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > GLOB_MAX_BYTES:
+                stopped = "%d bytes of paths" % GLOB_MAX_BYTES
+                break
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stdout.close()
+    data = b"".join(chunks)[:GLOB_MAX_BYTES]
+    if stopped:
+        data = data[:data.rfind(b"\0") + 1]  # a path cut by the bound is not a path
+    return [os.fsdecode(p) for p in data.split(b"\0") if p], stopped
 
 
 def bash_timeout(args, default_s, max_s=None):
