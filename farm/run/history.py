@@ -47,7 +47,8 @@ git reflog expire --expire=now --expire-unreachable=now --all
 # so the prune below cannot leave HEAD's own objects missing
 if [ -s "$gitdir/objects/info/alternates" ]; then git repack -a -d -q; rm -f "$gitdir/objects/info/alternates"; fi
 git -c gc.auto=0 -c gc.reflogExpire=now -c gc.reflogExpireUnreachable=now gc --prune=now --quiet
-echo repo=1 refs_removed=$removed objects_before=$before objects_after=$(objects)
+echo repo=1 refs_removed=$removed objects_before=$before objects_after=$(objects) \
+  head=$(git rev-parse -q --verify HEAD || echo none)
 """
 
 
@@ -56,6 +57,7 @@ class StripResult:
     repo: bool  # the workdir was a git work tree
     refs_removed: int = 0  # refs, remotes' refs and special heads deleted
     objects_removed: int = 0  # objects the prune dropped (loose + packed)
+    base_commit: str | None = None  # HEAD the agent starts from (the hack scan's "not foreign" commit)
 
 
 def should_strip(task: Task, mode: str) -> bool:
@@ -81,7 +83,9 @@ async def strip_history(sandbox: Sandbox, workdir: str, *, timeout_s: float = 60
     if fields.get("repo") != "1":
         return StripResult(repo=False)
     before, after = int(fields["objects_before"]), int(fields["objects_after"])
-    return StripResult(repo=True, refs_removed=int(fields["refs_removed"]), objects_removed=max(before - after, 0))
+    head = fields.get("head")
+    return StripResult(repo=True, refs_removed=int(fields["refs_removed"]), objects_removed=max(before - after, 0),
+                       base_commit=None if head in (None, "none") else head)
 
 
 class HistoryStripError(RuntimeError):

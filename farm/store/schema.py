@@ -85,6 +85,11 @@ class TrialResult:
     farm_version: str | None = None
     reasoning_field: str | None = None  # "reasoning" (vLLM) | "reasoning_content" (SGLang)
     patch_bytes: int | None = None
+    # tamper-proofing (farm/run/history.py, farm/grade/hack_scan.py)
+    base_commit: str | None = None  # HEAD of the task repository when the agent started
+    history_refs_removed: int | None = None  # null: history was not stripped (see benchmark.strip_history)
+    history_objects_removed: int | None = None
+    hack_flags: list[str] = field(default_factory=list)  # "<rule>@<step>" from the hack scan
     worker: str | None = None  # host/pid that ran the attempt
     # unique per executed attempt: steps of an attempt that crashed before its trial row was
     # committed carry a uid no trial row has, so they can never be mixed into a later attempt

@@ -54,6 +54,8 @@ async def test_only_history_reachable_from_head_survives(tmp_path: Path) -> None
         result = await strip_history(sb, "/app")
         # fix, v1, origin/main, stash, notes, replace + ORIG_HEAD
         assert result.repo and result.refs_removed == 7
+        head = (await sb.exec("git rev-parse HEAD", cwd="/app")).stdout.strip()
+        assert result.base_commit == head and len(head) == 40
         assert result.objects_removed >= 3  # at least the fix's commit, tree and blob
         listing = await sb.exec("git log --all --reflog --format=%s; git for-each-ref --format='%(refname)'; "
                                 "git remote; git reflog", cwd="/app")
