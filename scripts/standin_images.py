@@ -93,9 +93,22 @@ STANDINS: list[StandIn] = [
 ]
 
 
-def containerfile(s: StandIn) -> str:
+HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
+
+
+def host_cas(src: Path = HOST_CA_DIR) -> dict[str, bytes]:
+    """The host's locally added CA certificates (a site TLS proxy's, say): without them no
+    build step could reach PyPI over HTTPS from behind such a proxy. Public certificates only."""
+    return {p.name: p.read_bytes() for p in sorted(src.glob("*.crt"))} if src.is_dir() else {}
+
+
+def containerfile(s: StandIn, cas: dict[str, bytes] | None = None) -> str:
     """The build on top of the imported root: what the real image has, and the labels."""
     lines = [f"FROM {ROOT_TAG.format(suite=s.suite)}"]
+    if cas:
+        # picked up by update-ca-certificates now (python images) or when a task installs
+        # ca-certificates (its postinst runs it)
+        lines.append("COPY host-ca/ /usr/local/share/ca-certificates/")
     env = {"LANG": "C.UTF-8", "PATH": OFFICIAL_PATH} if s.python else {}
     pkgs = list(s.packages)
     if s.python:
@@ -113,6 +126,8 @@ def containerfile(s: StandIn) -> str:
             "chmod 755 /usr/local/bin/pip && ln -sf pip /usr/local/bin/pip3",
             "python --version && pip --version",
         ]
+    if cas:
+        run.append("if command -v update-ca-certificates >/dev/null; then update-ca-certificates; fi")
     if s.extra_run:
         run.append(s.extra_run)
     run += ["apt-get clean", "rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb"]
@@ -125,8 +140,11 @@ def containerfile(s: StandIn) -> str:
     return "\n".join(lines) + "\n"
 
 
-def recipe_hash(s: StandIn) -> str:
-    return hashlib.sha256(containerfile(s).encode() + s.differences.encode()).hexdigest()[:16]
+def recipe_hash(s: StandIn, cas: dict[str, bytes]) -> str:
+    h = hashlib.sha256(containerfile(s, cas).encode() + s.differences.encode())
+    for name, data in cas.items():
+        h.update(name.encode() + b"\0" + data)
+    return h.hexdigest()[:16]
 
 
 # podman as root in a VM or CI container: the default ulimits can exceed the machine's hard limit
@@ -216,7 +234,8 @@ def ensure_root_image(engine: Engine, suite: str, cache: Path, log) -> str:
 
 
 def build(engine: Engine, s: StandIn, cache: Path, force: bool, log) -> dict:
-    h = recipe_hash(s)
+    cas = host_cas()
+    h = recipe_hash(s, cas)
     root_tag = ensure_root_image(engine, s.suite, cache, log)
     root_id = engine.run("image", "inspect", "--format", "{{.Id}}", root_tag).stdout.strip()
     key = f"{h}-{root_id[:12]}"
@@ -225,9 +244,16 @@ def build(engine: Engine, s: StandIn, cache: Path, force: bool, log) -> dict:
                 "size_mb": round(engine.size_mb(s.tag), 1)}
     ctx = cache / "build" / s.name.replace(":", "_")
     ctx.mkdir(parents=True, exist_ok=True)
-    (ctx / "Containerfile").write_text(containerfile(s))
+    (ctx / "Containerfile").write_text(containerfile(s, cas))
+    shutil.rmtree(ctx / "host-ca", ignore_errors=True)
+    if cas:
+        (ctx / "host-ca").mkdir()
+        for name, data in cas.items():
+            (ctx / "host-ca" / name).write_bytes(data)
     labels = {LABEL: "true", f"{LABEL}.for": f"{s.name} ({s.stands_for})", f"{LABEL}.suite": s.suite,
-              f"{LABEL}.differences": s.differences, f"{LABEL}.recipe": key}
+              f"{LABEL}.differences": s.differences + (
+                  f"; trusts the build host's local CA certificates ({', '.join(cas)})" if cas else ""),
+              f"{LABEL}.recipe": key}
     args = ["build", "--pull=never", "--layers=false", "-t", s.tag, "-f", str(ctx / "Containerfile")]
     for k, v in labels.items():
         args += ["--label", f"{k}={v}"]
