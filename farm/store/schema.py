@@ -90,6 +90,9 @@ class TrialResult:
     history_refs_removed: int | None = None  # null: history was not stripped (see benchmark.strip_history)
     history_objects_removed: int | None = None
     hack_flags: list[str] = field(default_factory=list)  # "<rule>@<step>" from the hack scan
+    # farm regrade (farm/run/regrade.py): the attempt_uid this row re-graded and its verdict
+    regraded_from: str | None = None
+    original_status: str | None = None
     worker: str | None = None  # host/pid that ran the attempt
     # unique per executed attempt: steps of an attempt that crashed before its trial row was
     # committed carry a uid no trial row has, so they can never be mixed into a later attempt
