@@ -5,6 +5,11 @@ After the agent: wipe /tests and /logs/verifier, upload the task's tests/ to /te
 /logs/verifier/reward.json (a number, ``{"reward": x}`` or a one-key object) or else
 reward.txt. Resolved iff reward >= 1. A missing or unparseable reward is an infrastructure
 error of the verifier — never a silent 0 (reference/grading.md, harbor-tasks.md §1.4).
+
+With ``grade.verifier_cache.dir`` set, the cache (farm/grade/verifier_cache.py) is staged
+first and test.sh runs with uv, pinned wheels and a CPython 3.13 it can use offline. A
+verifier whose own set-up failed is ``verifier_setup`` (rules in farm/grade/verifier_setup.py),
+never a reward of 0 for the agent.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ import shlex
 import time
 from dataclasses import dataclass
 
+from farm.config import VerifierCacheConfig
+from farm.grade.verifier_cache import STAGE_DIR, load_manifest
+from farm.grade.verifier_setup import classify
 from farm.sandbox.base import Sandbox
 from farm.tasks.model import Task
 
@@ -29,6 +37,7 @@ class GradeResult:
     error_class: str | None = None  # set when no valid reward was produced
     error: str | None = None
     duration_s: float = 0.0
+    stage_s: float | None = None  # time spent uploading and placing the verifier cache
 
     @property
     def valid(self) -> bool:
@@ -82,7 +91,41 @@ async def _read_optional(sandbox: Sandbox, path: str) -> str | None:
     return (await sandbox.read_file(path)).decode("utf-8", errors="replace")
 
 
-async def run_harbor_verifier(task: Task, sandbox: Sandbox) -> GradeResult:
+# uv's installer leaves an env file that test.sh sources; this one does the same (~/.local/bin on PATH)
+_ENV_FILE = 'case ":$PATH:" in *":{bin}:"*) ;; *) PATH="{bin}:$PATH"; export PATH ;; esac\n'
+
+
+async def stage_verifier_cache(sandbox: Sandbox, cache: VerifierCacheConfig, env: dict[str, str]) -> tuple[
+        dict[str, str], str, str, float]:
+    """Upload the cache to STAGE_DIR and put uv where the astral installer would, when absent.
+
+    Returns the variables test.sh gets, the PATH prefix for its command line, the header line
+    the verifier output starts with, and the seconds staging took."""
+    assert cache.dir is not None
+    man = load_manifest(cache.dir)
+    t0 = time.monotonic()
+    await sandbox.upload(man.root, STAGE_DIR)
+    place = (
+        'home="${HOME:-/root}"; b="$home/.local/bin"; mkdir -p "$b"; '
+        f'for t in uv uvx; do if [ -e "$b/$t" ]; then echo "$t=kept"; '
+        f'else cp {STAGE_DIR}/bin/$t "$b/$t" && echo "$t=placed"; fi; done; '
+        'if [ -e "$b/env" ]; then echo env=kept; '
+        f"else printf '%s' {shlex.quote(_ENV_FILE)} | sed \"s#{{bin}}#$b#g\" > \"$b/env\" && echo env=placed; fi"
+    )
+    res = await sandbox.exec(place, timeout_s=120, cwd="/", env=env or None)
+    stage_s = time.monotonic() - t0
+    placed = " ".join(res.output.split()) if res.exit_code == 0 else f"placing uv failed: {res.output.strip()[-200:]}"
+    wheels = f"{STAGE_DIR}/wheels"
+    variables = {"UV_FIND_LINKS": wheels, "PIP_FIND_LINKS": wheels, "UV_PYTHON_DOWNLOADS": "never"}
+    if cache.offline:
+        variables |= {"UV_OFFLINE": "1", "PIP_NO_INDEX": "1"}
+    header = (f"[farm verifier-cache] staged {cache.dir} at {STAGE_DIR} in {stage_s:.2f}s ({man.summary()}); "
+              f"~/.local/bin: {placed}; python3.13 appended to PATH; "
+              + " ".join(f"{k}={v}" for k, v in sorted(variables.items())) + "\n")
+    return variables, f'export PATH="$PATH:{STAGE_DIR}/python/bin"; ', header, stage_s
+
+
+async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCacheConfig | None = None) -> GradeResult:
     if task.verifier.tests_dir is None:
         return GradeResult(None, False, error_class="verifier_missing", error="task has no tests/ directory")
     t0 = time.monotonic()
@@ -100,28 +143,49 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox) -> GradeResult:
         return GradeResult(None, False, res.output, "verifier_setup", f"preparing /tests failed: {res.output[-500:]}",
                            time.monotonic() - t0)
     await sandbox.upload(task.verifier.tests_dir, "/tests")
+    env, prefix, header, stage_s = dict(task.verifier.env), "", "", None
+    if cache is not None and cache.dir:
+        variables, prefix, header, stage_s = await stage_verifier_cache(sandbox, cache, env)
+        env = variables | env  # the task's own verifier variables win
     run = await sandbox.exec(
-        "bash /tests/test.sh",
+        prefix + "bash /tests/test.sh",
         timeout_s=task.verifier_timeout_s,
         cwd=task.workdir,
-        env=dict(task.verifier.env) or None,
+        env=env or None,
         merge_stderr=True,
         output_cap=VERIFIER_OUTPUT_CAP,
     )
-    output = run.output
-    elapsed = time.monotonic() - t0
+    output = header + run.output
+
+    def result(reward: float | None, error_class: str | None = None, error: str | None = None) -> GradeResult:
+        return GradeResult(reward, reward is not None and reward >= 1.0, output, error_class, error,
+                           time.monotonic() - t0, stage_s)
+
     if run.timed_out:
-        return GradeResult(None, False, output, "verifier_timeout",
-                           f"tests/test.sh did not finish within {task.verifier_timeout_s:g}s", elapsed)
+        return result(None, "verifier_timeout", f"tests/test.sh did not finish within {task.verifier_timeout_s:g}s")
     marker = task.verifier.success_marker
     if marker and marker not in output:
-        return GradeResult(None, False, output, "verifier_incomplete",
-                           f"verifier output lacks the success marker {marker!r}", elapsed)
+        return _setup_or(result, run.output, None, "verifier_incomplete",
+                         f"verifier output lacks the success marker {marker!r}")
     try:
         reward = parse_reward(
             await _read_optional(sandbox, "/logs/verifier/reward.json"),
             await _read_optional(sandbox, "/logs/verifier/reward.txt"),
         )
     except RewardError as exc:
-        return GradeResult(None, False, output, "verifier_no_reward", str(exc), time.monotonic() - t0)
-    return GradeResult(reward, reward >= 1.0, output, None, None, time.monotonic() - t0)
+        return _setup_or(result, run.output, None, "verifier_no_reward", str(exc))
+    if reward < 1.0:
+        ctrf = await sandbox.stat("/logs/verifier/ctrf.json")
+        verdict = classify(run.output, reward, ctrf_present=ctrf.exists and not ctrf.is_dir)
+        if verdict is not None:
+            return result(None, "verifier_setup", f"the verifier's set-up failed before any test ran "
+                          f"(it wrote reward {reward:g}; {verdict.kind}): {verdict.evidence}")
+    return result(reward)
+
+
+def _setup_or(result, output: str, reward: None, error_class: str, error: str) -> GradeResult:  # noqa: ANN001
+    """``verifier_setup`` when the output shows the set-up failing, else the given class."""
+    verdict = classify(output, reward)
+    if verdict is not None:
+        return result(None, "verifier_setup", f"{error}, after its set-up failed ({verdict.kind}): {verdict.evidence}")
+    return result(None, error_class, error)

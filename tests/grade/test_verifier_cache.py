@@ -1,0 +1,156 @@
+"""The verifier cache (farm/grade/verifier_cache.py): what it holds, that its python runs where
+the image has none, and how it is staged into a sandbox."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from farm.config import VerifierCacheConfig
+from farm.grade import verifier_cache as vc
+from farm.grade.harbor import run_harbor_verifier
+from farm.sandbox.local import LocalSandbox
+from farm.tasks.model import Environment, Task, VerifierSpec
+from tests.shared import shared_path
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = REPO / "build" / "verifier-cache"
+BARE_IMAGE = "localhost/farm-test-base:bookworm"  # tests/k8s/test_podman.py makes it: Debian, no python
+
+
+@pytest.fixture(scope="session")
+def verifier_cache() -> Path:
+    """``make verifier-cache``'s output (built here with the defaults when absent)."""
+    try:
+        vc.load_manifest(CACHE)
+    except vc.CacheError:
+        try:
+            vc.build(CACHE, list(vc.TOOL_REQUIREMENTS))
+        except (vc.CacheError, OSError, subprocess.CalledProcessError) as exc:
+            pytest.skip(f"cannot build the verifier cache (needs PyPI, deb.debian.org, patchelf): {exc}")
+    return CACHE
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_scan_pins_finds_uvx_and_pip_pins_across_continuation_lines(tmp_path: Path) -> None:
+    (tmp_path / "a" / "tests").mkdir(parents=True)
+    (tmp_path / "a" / "tests" / "test.sh").write_text(
+        "uvx \\\n  -p 3.13 \\\n  -w pytest==8.4.1 \\\n  -w torch==2.7.1 \\\n  --with numpy==2.3.3 pytest /tests\n")
+    (tmp_path / "b" / "tests").mkdir(parents=True)
+    (tmp_path / "b" / "tests" / "test.sh").write_text(
+        "pip install pytest==8.4.2 requests==2.32.5 --break-system-packages\nuv pip install mailman==3.3.8\n")
+    assert vc.scan_pins([tmp_path]) == ["mailman==3.3.8", "numpy==2.3.3", "pytest==8.4.1", "pytest==8.4.2",
+                                        "requests==2.32.5"]
+    assert "torch==2.7.1" in vc.scan_pins([tmp_path], exclude=())
+
+
+def test_scan_pins_on_terminal_bench_2_holds_the_test_runner_pins() -> None:
+    tb2 = shared_path("fixtures/terminal-bench-2.0")
+    pins = vc.scan_pins([tb2])
+    assert {"pytest==8.4.1", "pytest-json-ctrf==0.3.5", "psutil==7.0.0", "pytest==8.4.2"} <= set(pins)
+    assert not any(p.startswith(("torch==", "git+")) for p in pins)
+    assert set(vc.TOOL_REQUIREMENTS) - {"requests==2.32.4"} <= set(pins) | {"requests==2.32.4"}
+
+
+def test_a_directory_without_a_manifest_is_refused_naming_the_make_target(tmp_path: Path) -> None:
+    with pytest.raises(vc.CacheError, match=r"holds no manifest.json: build it with `make verifier-cache`"):
+        vc.load_manifest(tmp_path)
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": 1, "stage_dir": "/elsewhere"}))
+    with pytest.raises(vc.CacheError, match="stage_dir '/elsewhere'"):
+        vc.load_manifest(tmp_path)
+
+
+def test_the_manifest_names_every_tool_with_its_version_and_true_sha256(verifier_cache: Path) -> None:
+    man = vc.load_manifest(verifier_cache)
+    assert man.uv_version == vc.UV_VERSION and man.python_version.startswith("3.13.")
+    tools = {t["tool"]: t for t in man.data["tools"]}
+    assert tools["python3.13"]["sha256"] == _sha(verifier_cache / "python" / "bin" / "python3.13")
+    for w in man.data["wheels"]:
+        assert _sha(verifier_cache / "wheels" / w["file"]) == w["sha256"]
+    names = {w["file"] for w in man.data["wheels"]}
+    assert {"pytest-8.4.1-py3-none-any.whl", "pytest_json_ctrf-0.3.5-py3-none-any.whl"} <= names
+    assert {d["package"] for d in man.data["python"]["debs"]} >= {"python3.13-minimal", "libc6"}
+    assert all(len(d["sha256"]) == 64 for d in man.data["python"]["debs"])
+    # no absolute symlink: the sandbox agent's untar refuses them, and they would point into the image
+    assert not [p for p in verifier_cache.rglob("*") if p.is_symlink() and os.readlink(p).startswith("/")]
+
+
+def test_a_second_build_with_the_same_inputs_does_nothing(verifier_cache: Path) -> None:
+    man = vc.load_manifest(verifier_cache)
+    again = vc.build(verifier_cache, man.data["requirements"], pythons=tuple(man.data["pythons"]))
+    assert again.data["built_at"] == man.data["built_at"]
+
+
+def _podman(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", "/var/tmp/farm-k8s/containers.conf")}
+    return subprocess.run(["podman", *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_the_relocated_python_runs_pytest_offline_in_an_image_without_python(verifier_cache: Path,
+                                                                              tmp_path: Path) -> None:
+    if os.geteuid() != 0 or shutil.which("podman") is None:
+        pytest.skip("needs podman as root")
+    if _podman("image", "exists", BARE_IMAGE).returncode != 0:
+        pytest.skip(f"{BARE_IMAGE} is absent (tests/k8s/test_podman.py makes it)")
+    (tmp_path / "test_x.py").write_text(
+        "import ssl, sqlite3, ctypes, lzma\n\ndef test_ok():\n    assert ssl.OPENSSL_VERSION\n")
+    script = (
+        "command -v python3 python3.13 && exit 3; ldd --version | head -1; "
+        f"export PATH=$PATH:{vc.STAGE_DIR}/python/bin UV_OFFLINE=1 UV_PYTHON_DOWNLOADS=never "
+        f"UV_FIND_LINKS={vc.STAGE_DIR}/wheels; "
+        f"{vc.STAGE_DIR}/bin/uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --ctrf /tmp/c.json "
+        "-p no:cacheprovider /t/test_x.py -rA && test -s /tmp/c.json"
+    )
+    res = _podman("run", "--rm", "--network=none", "-v", f"{verifier_cache}:{vc.STAGE_DIR}:ro",
+                  "-v", f"{tmp_path}:/t:ro", BARE_IMAGE, "bash", "-c", script)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "GLIBC 2.36" in res.stdout  # bookworm's glibc: older than the trixie python was built for
+    assert "platform linux -- Python 3.13" in res.stdout and "1 passed" in res.stdout
+
+
+def _task(tmp_path: Path, test_sh: str) -> Task:
+    tests = tmp_path / "tests"
+    tests.mkdir(exist_ok=True)
+    (tests / "test.sh").write_text(test_sh)
+    return Task(benchmark="b", task_id="t", instruction="", environment=Environment(workdir="/app"),
+                verifier=VerifierSpec(tests_dir=tests), verifier_timeout_s=120,
+                agent_network="no-network", verifier_network="no-network")
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+async def test_staging_places_uv_only_where_absent_and_appends_python_to_the_end_of_path(
+        verifier_cache: Path, tmp_path: Path) -> None:
+    sh = ('source "$HOME/.local/bin/env"; command -v uv; uv --version; echo "PATH=$PATH"; '
+          'command -v python3.13; env | grep -E "^(UV|PIP)_" | sort; echo 1 > /logs/verifier/reward.txt\n')
+    task = _task(tmp_path, sh)
+    sb = LocalSandbox(task, root_dir=tmp_path / "sb")
+    await sb.start()
+    try:
+        res = await run_harbor_verifier(task, sb, VerifierCacheConfig(dir=str(verifier_cache), offline=True))
+        # an image (or an earlier download) that already has uv keeps its own
+        await sb.exec('printf "#!/bin/sh\\necho image-uv\\n" > /root/.local/bin/uv; chmod +x /root/.local/bin/uv',
+                      cwd="/")
+        kept = await run_harbor_verifier(task, sb, VerifierCacheConfig(dir=str(verifier_cache), offline=False))
+    finally:
+        await sb.close()
+    header, *lines = res.output.splitlines()
+    assert header.startswith(f"[farm verifier-cache] staged {verifier_cache} at {vc.STAGE_DIR} in ")
+    assert "uv=placed uvx=placed env=placed" in header and "UV_OFFLINE=1" in header
+    assert lines[:2] == ["/root/.local/bin/uv", f"uv {vc.UV_VERSION}"]
+    path = next(ln for ln in lines if ln.startswith("PATH="))
+    assert path.startswith("PATH=/root/.local/bin:") and path.endswith(f":{vc.STAGE_DIR}/python/bin")
+    assert f"{vc.STAGE_DIR}/python/bin/python3.13" in lines
+    assert {"UV_OFFLINE=1", "PIP_NO_INDEX=1", "UV_PYTHON_DOWNLOADS=never",
+            f"UV_FIND_LINKS={vc.STAGE_DIR}/wheels", f"PIP_FIND_LINKS={vc.STAGE_DIR}/wheels"} <= set(lines)
+    assert res.resolved and res.stage_s is not None and 0 < res.stage_s < 60
+    assert "uv=kept uvx=kept env=kept" in kept.output.splitlines()[0]
+    assert "image-uv" in kept.output and "UV_OFFLINE=1" not in kept.output
