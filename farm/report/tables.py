@@ -17,6 +17,7 @@ from farm.report.ablation import ArmRow, ablation_rows, tool_turns
 from farm.report.claims import ClaimsRegistry
 from farm.report.cost import COST_FIELDS, CostRow, cost_rows
 from farm.report.data import CELL_STATUSES, Group, RunData, not_run, outcome_groups
+from farm.report.integrity import IntegrityRow, integrity_rows
 from farm.report.stats import BootstrapOptions, GroupStats, group_stats
 from farm.report.verdicts import Verdict, verdicts
 
@@ -96,6 +97,7 @@ class ReportContent:
     ablation: list[ArmRow] = field(default_factory=list)
     cost: list[CostRow] = field(default_factory=list)
     parallel: dict[tuple[str, str, str, str], tuple[int, int]] = field(default_factory=dict)
+    integrity: list[IntegrityRow] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
 
 
@@ -109,6 +111,7 @@ def compute(runs: list[RunData], registry: ClaimsRegistry, options: ReportOption
         content.stats += stats
         content.ablation += ablation_rows(run, groups, stats, bopts)
         content.cost += cost_rows(run, groups)
+        content.integrity += integrity_rows(run, bopts, groups)
         for g in groups:
             content.parallel[(g.run_id, g.benchmark, g.arm, g.model)] = tool_turns(g.trials, run.steps)
     content.verdicts = verdicts(content.stats, registry, options.incomplete_threshold)
@@ -218,6 +221,32 @@ def _tables(c: ReportContent) -> list[Table]:
             ],
         )
     )
+
+    shown_integrity = [r for r in c.integrity if r.relevant]
+    if shown_integrity:  # only runs where the hack scan flagged something or trials were re-graded
+        tables.append(Table(
+            "integrity", "Integrity: clean score and re-grades",
+            [{**_ident(r), "avg_at_k": r.avg_at_k, "clean_avg_at_k": r.clean_avg_at_k, "clean_ci_low": r.clean_ci[0],
+              "clean_ci_high": r.clean_ci[1], "flagged": r.flagged, "flagged_resolved": r.flagged_resolved,
+              "rules": ", ".join(f"{k}={v}" for k, v in sorted(r.by_rule.items())), "regraded": r.regraded,
+              "regrade_changed": r.regrade_changed} for r in shown_integrity],
+            [
+                ("benchmark", lambda r: r["benchmark"]),
+                ("arm", lambda r: r["arm"]),
+                ("model", lambda r: r["model"]),
+                ("Avg@k %", lambda r: fmt(r["avg_at_k"])),
+                ("clean Avg@k %", lambda r: fmt(r["clean_avg_at_k"])),
+                ("clean 95% CI", lambda r: fmt_ci(r["clean_ci_low"], r["clean_ci_high"])),
+                ("flagged", lambda r: str(r["flagged"])),
+                ("flagged resolved", lambda r: str(r["flagged_resolved"])),
+                ("rules", lambda r: r["rules"] or "–"),
+                ("re-graded", lambda r: str(r["regraded"])),
+                ("verdicts changed", lambda r: str(r["regrade_changed"])),
+                *_trace_columns(),
+            ],
+            note="clean Avg@k counts a resolved trial as unresolved when the hack scan flagged its tool calls "
+                 "(farm/grade/hack_scan.py); re-graded rows come from `farm regrade`",
+        ))
 
     refused = []
     for g in c.groups:
