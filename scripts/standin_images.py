@@ -54,6 +54,9 @@ class StandIn:
     stands_for: str = ""  # the real image's version, to record the gap
     differences: str = ""
     extra_run: str = ""
+    # bookworm package names the root's release dropped -> what replaced them: offered as empty
+    # transitional packages from a local apt repository so `apt-get install OLD` still works
+    shims: tuple[tuple[str, str], ...] = ()
 
     @property
     def tag(self) -> str:
@@ -70,7 +73,9 @@ def _python_diff(want: str, have: str, suite: str) -> str:
 STANDINS: list[StandIn] = [
     StandIn("python:3.13-slim-bookworm", "trixie", PYTHON_SLIM, "3.13", "Python 3.13 on Debian 12 bookworm",
             _python_diff("3.13", "3.13", "trixie") + "; the OS is Debian 13 trixie, not 12 bookworm "
-            "(bookworm has no Python 3.13), so apt-get installs trixie package versions"),
+            "(bookworm has no Python 3.13), so apt-get installs trixie package versions; libgl1-mesa-glx "
+            "(gone in trixie) is an empty package depending on libgl1 and libglx-mesa0",
+            shims=(("libgl1-mesa-glx", "libgl1, libglx-mesa0"),)),
     StandIn("python:3.11-slim", "bookworm", PYTHON_SLIM, "3.11", "Python 3.11 on Debian slim",
             _python_diff("3.11", "3.11", "bookworm")),
     StandIn("python:3.10-slim-bookworm", "bookworm", PYTHON_SLIM, "3.11", "Python 3.10 on Debian 12 bookworm",
@@ -128,6 +133,8 @@ def containerfile(s: StandIn, cas: dict[str, bytes] | None = None) -> str:
         ]
     if cas:
         run.append("if command -v update-ca-certificates >/dev/null; then update-ca-certificates; fi")
+    if s.shims:
+        run += _shim_repo(s.shims)
     if s.extra_run:
         run.append(s.extra_run)
     run += ["apt-get clean", "rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb"]
@@ -138,6 +145,24 @@ def containerfile(s: StandIn, cas: dict[str, bytes] | None = None) -> str:
         lines.append(f"ENV {k}={v}")
     lines.append(f'CMD ["{"python3" if s.python else "bash"}"]')
     return "\n".join(lines) + "\n"
+
+
+SHIM_REPO = "/var/lib/farm-standin/apt"
+
+
+def _shim_repo(shims: tuple[tuple[str, str], ...]) -> list[str]:
+    """Shell steps that build empty transitional .debs and a trusted local apt source for them."""
+    steps = [f"mkdir -p {SHIM_REPO}"]
+    for name, depends in shims:
+        d = f"/tmp/shim-{name}"
+        control = (f"Package: {name}\\nVersion: 99:0~farm.standin\\nArchitecture: all\\nMaintainer: farm\\n"
+                   f"Depends: {depends}\\nDescription: farm stand-in: {name} is {depends} on this release\\n")
+        steps += [f"mkdir -p {d}/DEBIAN", f"printf '{control}' > {d}/DEBIAN/control",
+                  f"dpkg-deb -b {d} {SHIM_REPO}/{name}.deb", f"rm -rf {d}"]
+    steps += [f"cd {SHIM_REPO} && for f in *.deb; do dpkg-deb -f $f; echo Filename: ./$f; "
+              "echo Size: $(stat -c%s $f); echo SHA256: $(sha256sum $f | cut -d' ' -f1); echo; done > Packages && cd /",
+              f"echo 'deb [trusted=yes] file:{SHIM_REPO} ./' > /etc/apt/sources.list.d/farm-standin.list"]
+    return steps
 
 
 def recipe_hash(s: StandIn, cas: dict[str, bytes]) -> str:
