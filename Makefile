@@ -85,5 +85,5 @@ TB2_DIR ?= ../shared/fixtures/terminal-bench-2.0
 TB2_OUT ?= build/tb2-oracle
 tb2-oracle: images
 	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(FARM_IMAGES_CACHE)/containers.conf} $(VENV)/bin/farm run \
-	  agent=oracle sandbox=docker sandbox.docker.engine=podman sandbox.image_policy=build \
+	  agent=oracle sandbox=docker sandbox.docker.engine=podman sandbox.image_policy=build sandbox.docker.pull=never \
 	  benchmark.path=$(TB2_DIR) store.uri=$(TB2_OUT) run.executor=local run.max_in_flight=1 $(TB2_ARGS)
