@@ -39,7 +39,7 @@ SETUP_FAILURES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("uv", r"^(?:error|  Caused by): Failed to (?:download|fetch).*$"),
         ("uv", r"^.*was not found in the (?:package registry|provided package locations).*$"),
         ("uv", r"^.*Network connectivity is disabled.*$"),
-        ("uv", r"^  × No solution found when resolving.*$"),
+        ("uv", r"^\s*× No solution found when resolving.*$"),
         ("uv", r"^error: Request failed after \d+ retr.*$"),
         ("pip", r"^ERROR: Could not find a version that satisfies the requirement.*$"),
         ("pip", r"^ERROR: No matching distribution found for.*$"),

@@ -60,9 +60,16 @@ def start_error_class(exc: SandboxError) -> str:
     return f"sandbox_start:{reason}" if reason else "sandbox_start"
 
 
+# infra_error classes an attempt-level retry cannot fix: a build of the same content fails the
+# same way, and a verifier that could not set itself up was already re-run without the agent
+# (grade.verifier_retries) — another attempt would only pay for a second agent run
+NOT_RETRYABLE = frozenset({"sandbox_start:image_build", "verifier_setup"})
+
+
 def retryable(row: TrialResult) -> bool:
     """Only infrastructure hiccups are retried; a task the backend refuses stays refused."""
-    return row.status == "infra_error" and not (row.error_class or "").startswith(UNSUPPORTED + ":")
+    cls = row.error_class or ""
+    return row.status == "infra_error" and not cls.startswith(UNSUPPORTED + ":") and cls not in NOT_RETRYABLE
 
 
 def endpoint_origin(cfg: FarmConfig) -> str:
@@ -129,9 +136,22 @@ async def _close_quietly(sandbox: Sandbox | None) -> None:
         pass
 
 
+def grading_mode(task: Task, cfg: FarmConfig, sandbox: Sandbox | None) -> str:
+    """``in_place`` or ``fresh`` for this task: in place only when the agent's sandbox can be
+    given the verifier's network (per-phase network, harbor-tasks.md §1.4); otherwise a fresh
+    verifier sandbox started with the verifier's network grades the captured patch."""
+    if task.verifier.protocol == "patcheval" or cfg.grade.mode == "fresh":
+        return "fresh"
+    if sandbox is not None and task.verifier_network != task.agent_network and not sandbox.capabilities.set_network:
+        return "fresh"
+    return "in_place"
+
+
 async def _grade(
     task: Task, cfg: FarmConfig, sandbox: Sandbox | None, patch: str, factory: Callable[..., Sandbox]
 ) -> tuple[GradeResult, Sandbox | None]:
+    """Grade once: in ``sandbox`` when given (in place), else in a fresh verifier sandbox that
+    is returned for the caller to account for and close."""
     if task.verifier.protocol == "patcheval":
         # PatchEval grades the patch in a fresh sandbox with its own fix-run.sh (grading.md §3)
         from farm.grade.patcheval import grade as patcheval_grade
@@ -139,11 +159,11 @@ async def _grade(
         verdict = await patcheval_grade(lambda t, role: factory(t, cfg.sandbox, network=t.verifier_network, role=role),
                                         task, patch)
         return GradeResult(verdict.reward, verdict.resolved, verdict.output, None, None, verdict.verify_s), None
-    if cfg.grade.mode == "in_place":
-        assert sandbox is not None
-        if task.verifier_network != task.agent_network and sandbox.capabilities.set_network:
-            await sandbox.set_network(task.verifier_network)
-        return await run_harbor_verifier(task, sandbox), None
+    cache = cfg.grade.verifier_cache
+    if sandbox is not None:
+        if task.verifier_network != task.agent_network:
+            await sandbox.set_network(task.verifier_network)  # grading_mode chose in place only if it can
+        return await run_harbor_verifier(task, sandbox, cache), None
     # fresh: nothing the agent did outside its patch can influence the verdict
     fresh = factory(task, cfg.sandbox, network=task.verifier_network, role="verifier")
     try:
@@ -154,7 +174,7 @@ async def _grade(
     ok, out = await apply_patch(fresh, task.workdir, patch)
     if not ok:
         return GradeResult(0.0, False, out, None, None), fresh
-    return await run_harbor_verifier(task, fresh), fresh
+    return await run_harbor_verifier(task, fresh, cache), fresh
 
 
 async def run_trial(
@@ -253,17 +273,31 @@ async def run_trial(
         row.patch_bytes = len(patch.encode("utf-8", errors="surrogateescape"))
         artifacts["patch.diff"] = patch.encode("utf-8", errors="surrogateescape")
 
-        if cfg.grade.mode == "fresh" or task.verifier.protocol == "patcheval":
+        mode = grading_mode(task, cfg, sandbox)
+        row.grading_mode = mode
+        if mode == "fresh":
             await _close_quietly(sandbox)  # free its resources before the verifier's sandbox starts
             sandbox = None
-        grade, verifier_sandbox = await _grade(task, cfg, sandbox, patch, factory)
-        if verifier_sandbox is not None:
-            used.append(verifier_sandbox)
-        row.verify_s = grade.duration_s
-        artifacts["verifier.txt"] = grade.output.encode("utf-8", errors="replace")
+        # a verifier that could not set itself up is re-run on the same work, never the agent:
+        # in place on the agent's sandbox, or in a new verifier sandbox from the captured patch
+        row.verifier_runs = 0
+        verify_s = 0.0
+        while True:
+            grade, verifier_sandbox = await _grade(task, cfg, sandbox, patch, factory)
+            row.verifier_runs += 1
+            verify_s += grade.duration_s
+            name = "verifier.txt" if row.verifier_runs == 1 else f"verifier-{row.verifier_runs}.txt"
+            artifacts[name] = grade.output.encode("utf-8", errors="replace")
+            if verifier_sandbox is not None:
+                used.append(verifier_sandbox)
+                await _close_quietly(verifier_sandbox)  # before the next one starts
+            if grade.error_class != "verifier_setup" or row.verifier_runs > cfg.grade.verifier_retries:
+                break
+        row.verify_s = verify_s
         row.reward = grade.reward
         if not grade.valid:
-            return finish("infra_error", grade.error_class, grade.error)
+            runs = f" (verifier ran {row.verifier_runs} times)" if row.verifier_runs > 1 else ""
+            return finish("infra_error", grade.error_class, f"{grade.error}{runs}")
         return finish("resolved" if grade.resolved else "unresolved")
     except SandboxStartError as exc:  # the fresh verifier sandbox
         return finish("infra_error", start_error_class(exc), str(exc))

@@ -24,8 +24,7 @@ CACHE = REPO / "build" / "verifier-cache"
 BARE_IMAGE = "localhost/farm-test-base:bookworm"  # tests/k8s/test_podman.py makes it: Debian, no python
 
 
-@pytest.fixture(scope="session")
-def verifier_cache() -> Path:
+def ensure_cache() -> Path:
     """``make verifier-cache``'s output (built here with the defaults when absent)."""
     try:
         vc.load_manifest(CACHE)
@@ -35,6 +34,11 @@ def verifier_cache() -> Path:
         except (vc.CacheError, OSError, subprocess.CalledProcessError) as exc:
             pytest.skip(f"cannot build the verifier cache (needs PyPI, deb.debian.org, patchelf): {exc}")
     return CACHE
+
+
+@pytest.fixture(scope="session")
+def verifier_cache() -> Path:
+    return ensure_cache()
 
 
 def _sha(path: Path) -> str:
