@@ -87,3 +87,15 @@ tb2-oracle: images
 	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(FARM_IMAGES_CACHE)/containers.conf} $(VENV)/bin/farm run \
 	  agent=oracle sandbox=docker sandbox.docker.engine=podman sandbox.image_policy=build sandbox.docker.pull=never \
 	  benchmark.path=$(TB2_DIR) store.uri=$(TB2_OUT) run.executor=local run.max_in_flight=1 $(TB2_ARGS)
+
+# The verifier cache (docs/grading.md): uv, the pinned pytest wheels and a relocatable CPython
+# 3.13, from PyPI and deb.debian.org only; pass it to runs as grade.verifier_cache.dir=$(VERIFIER_CACHE).
+# A second run with the same inputs does nothing. VERIFIER_CACHE_TASKS=DIR also pre-stages every
+# pin that benchmark's test.sh files install (large ML frameworks excepted, see --exclude).
+VERIFIER_CACHE ?= build/verifier-cache
+VERIFIER_CACHE_TASKS ?=
+VERIFIER_CACHE_APT := patchelf
+.PHONY: verifier-cache
+verifier-cache: setup
+	@$(MAKE) --no-print-directory system-deps APT="$(VERIFIER_CACHE_APT)"
+	$(PY) -m farm.grade.verifier_cache $(VERIFIER_CACHE) $(foreach d,$(VERIFIER_CACHE_TASKS),--tasks $(d))
