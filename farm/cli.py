@@ -1,4 +1,4 @@
-"""The `farm` command: run, report, tasks, validate, serve, gc.
+"""The `farm` command: run, report, tasks, images, validate, serve, gc.
 
 Every subcommand takes config overrides as trailing ``key=value`` words (``benchmark=builtin``,
 ``run.seeds=3``). Errors farm raises on purpose are printed as one line naming the field and
@@ -171,6 +171,12 @@ def cmd_gc(args: argparse.Namespace) -> int:
     return gc_main(_cfg(args), dry_run=args.dry_run, console=console)
 
 
+def cmd_images(args: argparse.Namespace) -> int:
+    from farm.sandbox.images_cli import build_images
+
+    return build_images(_cfg(args), push=args.push, jobs=args.jobs, out=console, err=err_console)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="farm", description="Evaluation farm for tool-calling coding agents.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -206,6 +212,16 @@ def build_parser() -> argparse.ArgumentParser:
     tf.add_argument("overrides", nargs="*", default=[])
     tf.add_argument("--config")
     tf.set_defaults(fn=cmd_tasks)
+    im = sub.add_parser("images", help="task images: build each task's environment/Dockerfile (docs/sandboxes.md)")
+    isub = im.add_subparsers(dest="images_command", required=True)
+    ib = isub.add_parser("build", help="build every selected task's image with sandbox.docker.engine; exit 1 if "
+                         "any build failed", formatter_class=argparse.RawDescriptionHelpFormatter)
+    ib.add_argument("--push", metavar="REGISTRY", help="also tag REGISTRY/farm-task/<task>:<hash> and push it "
+                    "(what sandbox.kubernetes.build_registry=REGISTRY runs)")
+    ib.add_argument("--jobs", type=int, default=1, help="builds at once (default 1)")
+    ib.add_argument("overrides", nargs="*", default=[])
+    ib.add_argument("--config")
+    ib.set_defaults(fn=cmd_images)
     v = add("validate", cmd_validate, "load and validate the config and the benchmark")
     v.add_argument("--strict", action="store_true", help=STRICT_HELP)
     v.add_argument("--show", action="store_true", help="print the resolved config")

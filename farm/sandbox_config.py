@@ -35,6 +35,9 @@ class KubernetesSandboxConfig:
     kubeconfig: str | None = None
     image_registry: str | None = None  # mirror that replaces the images' registry host
     image_lock: str | None = None  # packaged lock name (sweb-v-20260904) or a JSON path
+    # where `farm images build --push REGISTRY` put the tasks' Dockerfile builds; with
+    # image_policy build | pull-or-build, a task with a Dockerfile runs REGISTRY/farm-task/...:<hash>
+    build_registry: str | None = None
     toolbox_image: str = "ghcr.io/farm-eval/farm-toolbox:0.1.0"
     runtime_class: str | None = None  # e.g. gvisor, kata
     node_selector: dict[str, str] = field(default_factory=dict)

@@ -19,7 +19,8 @@ from farm.config import DockerSandboxConfig, KubernetesSandboxConfig, SandboxCon
 from farm.errors import ConfigError
 from farm.sandbox import manifests as m
 from farm.sandbox.base import GcReport, Sandbox, SandboxStartError
-from farm.sandbox.relayed import ProcStream, RelaySandbox, check_relay_task
+from farm.sandbox.images import LOG_ARTIFACT, ensure_image
+from farm.sandbox.relayed import ProcStream, RelaySandbox, built_view, check_relay_task, relay_plan, resolve_image
 from farm.tasks.model import NetworkMode, Task
 
 
@@ -30,13 +31,15 @@ def spec_config(cfg: DockerSandboxConfig) -> KubernetesSandboxConfig:
                                    labels=dict(cfg.labels))
 
 
-def run_args(pod: dict[str, Any], volume: str, network: NetworkMode, cfg: DockerSandboxConfig) -> list[str]:
-    """`<engine> run` arguments equivalent to the Pod's task container."""
+def run_args(pod: dict[str, Any], volume: str, network: NetworkMode, cfg: DockerSandboxConfig,
+             pull: str | None = None) -> list[str]:
+    """`<engine> run` arguments equivalent to the Pod's task container (``pull``: instead of
+    ``cfg.pull``, e.g. ``never`` for an image that is already present)."""
     c = pod["spec"]["containers"][0]
     sc = c["securityContext"]
     args = ["run", "-d", "--name", pod["metadata"]["name"], "--init=false",
             "--security-opt", "no-new-privileges", "--pids-limit", "4096",
-            "-v", f"{volume}:{m.FARM_MOUNT}:ro", f"--pull={cfg.pull}"]
+            "-v", f"{volume}:{m.FARM_MOUNT}:ro", f"--pull={pull or cfg.pull}"]
     # engine labels take any value: the run label carries the full run id (a pod's is sanitised)
     labels = {**pod["metadata"]["labels"], m.RUN_LABEL: pod["metadata"]["annotations"][m.RUN_ANNOTATION]}
     for k, v in labels.items():
@@ -65,10 +68,30 @@ class ContainerSandbox(RelaySandbox):
     cfg: DockerSandboxConfig
 
     def __init__(self, task: Task, cfg: DockerSandboxConfig, *, run_id: str, trial_key: str, attempt: int = 0,
-                 role: str = "agent", network: NetworkMode | None = None) -> None:
+                 role: str = "agent", network: NetworkMode | None = None, image_policy: str = "pull-or-build") -> None:
         super().__init__(task, cfg, run_id=run_id, trial_key=trial_key, attempt=attempt, role=role,
-                         network=network or (task.agent_network if role == "agent" else task.verifier_network))
+                         network=network or (task.agent_network if role == "agent" else task.verifier_network),
+                         image_policy=image_policy)
         self.volume = f"{self.name}-farm"
+
+    async def _ensure_image(self) -> str:
+        plan = relay_plan(self.task, self.cfg, self.image_policy, builder=True)
+        # the named image after the mirror and the digest lock; a build needs none
+        named = resolve_image(self.task, self.cfg, self.backend) if plan.pull_first else None
+        try:
+            got = await ensure_image(self.cfg.engine, self.task, self.image_policy, named, pull=self.cfg.pull)
+        except SandboxStartError as e:
+            log = getattr(e, "build_log", None)
+            if log:
+                self.stats.artifacts[LOG_ARTIFACT] = log
+            raise
+        if got.log:
+            self.stats.artifacts[LOG_ARTIFACT] = got.log
+        self.stats.image, self._image_facts, self._replay = got.provenance, got.facts, got.replay
+        if not got.replay:
+            self.run_task = built_view(self.task, got.facts)
+        self.stats.extra["image_ref"] = got.ref
+        return got.ref
 
     @property
     def label(self) -> str:
@@ -92,7 +115,8 @@ class ContainerSandbox(RelaySandbox):
                            "--cap-drop", "ALL", "--user", "0:0", f"--pull={self.cfg.pull}",
                            "-v", f"{self.volume}:{m.FARM_MOUNT}", "--entrypoint", init["command"][0],
                            init["image"], *init["command"][1:])
-        await self._engine(*run_args(self.pod, self.volume, self.network, self.cfg))
+        # ensure_image made the task image present: the run never pulls it again
+        await self._engine(*run_args(self.pod, self.volume, self.network, self.cfg, pull="never"))
 
     async def _open_stream(self) -> ProcStream:
         proc = await asyncio.create_subprocess_exec(
@@ -210,10 +234,10 @@ class DockerBackend:
     def open(self, task: Task, cfg: SandboxConfig, *, network: str | None, run_id: str, trial_key: str,
              attempt: int, role: str) -> Sandbox:
         return ContainerSandbox(task, cfg.docker, run_id=run_id, trial_key=trial_key, attempt=attempt, role=role,
-                                network=network)  # type: ignore[arg-type]
+                                network=network, image_policy=cfg.image_policy)  # type: ignore[arg-type]
 
     def check_task(self, task: Task, cfg: SandboxConfig) -> None:
-        check_relay_task(task, cfg.docker, self.name)
+        check_relay_task(task, cfg.docker, self.name, cfg.image_policy, builder=True)
 
     def check_environment(self, cfg: SandboxConfig) -> None:
         if shutil.which(cfg.docker.engine) is None:

@@ -26,6 +26,7 @@ from farm.errors import ConfigError
 from farm.sandbox import manifests as m
 from farm.sandbox.base import Capabilities, Sandbox, SandboxStartError
 from farm.sandbox.gc import GcReport, gc_pods
+from farm.sandbox.images import registry_prefix
 from farm.sandbox.relayed import RelaySandbox, StreamPair, check_relay_task
 from farm.tasks.model import NetworkMode, Task
 
@@ -188,11 +189,12 @@ class KubernetesSandbox(RelaySandbox):
         role: str = "agent",
         network: NetworkMode | None = None,
         poll_s: float = 2.0,
+        image_policy: str = "pull-or-build",
     ) -> None:
         network = network or ((cfg.agent_network or task.agent_network) if role == "agent"
                               else (cfg.verifier_network or task.verifier_network))  # type: ignore[assignment]
         super().__init__(task, cfg, run_id=run_id, trial_key=trial_key, attempt=attempt, role=role,
-                         network=network)  # type: ignore[arg-type]
+                         network=network, image_policy=image_policy)  # type: ignore[arg-type]
         self.poll_s = poll_s
         if core_api is None or net_api is None:
             core_api, net_api = load_clients(cfg)
@@ -345,12 +347,15 @@ class KubernetesBackend:
              attempt: int, role: str) -> Sandbox:
         core, net = shared_clients(cfg.kubernetes)
         return KubernetesSandbox(task, cfg.kubernetes, run_id=run_id, trial_key=trial_key, attempt=attempt,
-                                 role=role, network=network, core_api=core, net_api=net)  # type: ignore[arg-type]
+                                 role=role, network=network, core_api=core, net_api=net,  # type: ignore[arg-type]
+                                 image_policy=cfg.image_policy)
 
     def check_task(self, task: Task, cfg: SandboxConfig) -> None:
-        check_relay_task(task, cfg.kubernetes, self.name)
+        check_relay_task(task, cfg.kubernetes, self.name, cfg.image_policy)
 
     def check_environment(self, cfg: SandboxConfig) -> None:
+        if cfg.kubernetes.build_registry is not None:
+            registry_prefix(cfg.kubernetes.build_registry)  # a bad value is one line naming the field
         try:
             import kubernetes  # noqa: F401
         except ImportError:  # pragma: no cover - the [k8s] extra is missing

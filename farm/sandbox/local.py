@@ -213,10 +213,12 @@ class LocalSandbox(ChannelSandboxMixin):
         if self._started:
             return
         t0 = time.monotonic()
-        base_env, steps, tops = plan_local(self.task, self.allow_any_image)
+        plan = plan_local(self.task, self.allow_any_image)
+        self.task, steps = plan.task, plan.steps  # a prebuilt-image task is built from its Dockerfile
+        self.stats.image = plan.provenance
         self._started = True
         try:
-            await self._launch(base_env, steps, tops)
+            await self._launch(plan.env, steps, plan.tops)
             await replay_build_steps(self, self.task, steps)
         except BaseException as e:
             await self.close()

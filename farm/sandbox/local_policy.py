@@ -9,10 +9,13 @@ share these checks.
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
 
-from farm.errors import UnsupportedTaskError
+from farm.errors import TaskFormatError, UnsupportedTaskError
+from farm.sandbox.base import ImageProvenance
 from farm.sandbox.build import ResolvedStep, literal_task_env, resolve_build_steps
+from farm.tasks.dockerfile import parse_cached
 from farm.tasks.model import Task
 
 # Official images whose contents the host system can stand in for (a Debian-like userland
@@ -42,17 +45,53 @@ def image_repository(image: str) -> str:
     return "/".join(parts[:-1] + [last])
 
 
-def check_image(task: Task, allow_any_image: bool = False) -> None:
-    """Raise UnsupportedTaskError when the task needs an image's contents."""
+def is_generic(image: str | None) -> bool:
+    return image is None or image_repository(image) in GENERIC_IMAGES
+
+
+def check_image(task: Task, allow_any_image: bool = False, prebuilt: str | None = None) -> None:
+    """Raise UnsupportedTaskError when the task needs an image's contents.
+
+    ``prebuilt``: the image the task names, when its Dockerfile is built here instead.
+    """
     image = task.environment.image
-    if image is None or allow_any_image or image_repository(image) in GENERIC_IMAGES:
+    if allow_any_image or is_generic(image):
         return
+    via = (f"names the prebuilt image {prebuilt}, which the local backend cannot provide, so it builds "
+           f"the task's Dockerfile instead; that starts FROM {image}, whose contents" if prebuilt
+           else f"needs the contents of image {image}, which")
     raise UnsupportedTaskError(
-        f"task {task.task_id} needs the contents of image {image}; the local backend runs tasks "
-        "on the host system — use sandbox=docker or sandbox=kubernetes, or set "
-        "sandbox.local.allow_any_image=true",
+        f"task {task.task_id} {via} the host system cannot stand in for (generic bases: "
+        f"{', '.join(sorted(GENERIC_IMAGES))}) — use sandbox=docker or sandbox=kubernetes, or set "
+        "sandbox.local.allow_any_image=true to score at your own risk (rows marked image_unfaithful)",
         reason="image_refused",
     )
+
+
+def local_view(task: Task) -> tuple[Task, str | None]:
+    """The task as the local backend builds it, and the prebuilt image it replaces (or None).
+
+    A task that names a prebuilt image (``docker_image``) and ships its Dockerfile loads
+    without build steps: the image holds them. The host cannot provide that image, and running
+    without the steps would be a different task, so here the Dockerfile is parsed and its FROM
+    and steps are used instead.
+
+    Raises:
+        UnsupportedTaskError: (``dockerfile_instruction``) the Dockerfile cannot be read.
+    """
+    envr = task.environment
+    if envr.dockerfile is None or envr.build_steps or not Path(envr.dockerfile).is_file():
+        return task, None
+    try:
+        parsed = parse_cached(Path(envr.dockerfile))
+    except UnsupportedTaskError:
+        raise
+    except TaskFormatError as exc:
+        raise UnsupportedTaskError(f"task {task.task_id} names the prebuilt image {envr.image}, which the local "
+                                   f"backend cannot provide, and its Dockerfile cannot be built here: {exc}",
+                                   reason="dockerfile_instruction") from None
+    view = replace(envr, image=parsed.image, build_steps=parsed.steps, env={**parsed.env, **envr.env})
+    return replace(task, environment=view), envr.image
 
 
 def base_env(task: Task) -> dict[str, str]:
@@ -91,15 +130,30 @@ def writable_tops(task: Task, steps: list[ResolvedStep]) -> list[str]:
     return tops
 
 
-def plan_local(task: Task, allow_any_image: bool = False) -> tuple[dict[str, str], list[ResolvedStep], list[str]]:
-    """The base environment, resolved build steps and writable top-level directories.
+@dataclass(frozen=True)
+class LocalPlan:
+    task: Task  # as built here (local_view): the Dockerfile's FROM and steps for a prebuilt-image task
+    env: dict[str, str]  # the base environment, before the ENV steps
+    steps: list[ResolvedStep]
+    tops: list[str]  # top-level directories with a private writable bind
+    provenance: ImageProvenance
+
+
+def plan_local(task: Task, allow_any_image: bool = False) -> LocalPlan:
+    """How the local backend builds the task, decided without starting anything.
+
+    Never drops build steps: a prebuilt-image task is built from its Dockerfile or refused.
+    ``allow_any_image`` lets a non-generic base through on the host system; such a row is
+    marked ``unfaithful`` (the score is not comparable).
 
     Raises:
-        UnsupportedTaskError: the image is refused (``image_refused``) or a WORKDIR/COPY writes
-            where the local backend cannot (``dockerfile_instruction``).
+        UnsupportedTaskError: the image is refused (``image_refused``) or a step cannot be
+            honoured here (``dockerfile_instruction``: COPY --from, a write below /usr, ...).
         TaskFormatError: a build step is malformed.
     """
-    check_image(task, allow_any_image)
-    env = base_env(task)
-    steps = resolve_build_steps(task, env)
-    return env, steps, writable_tops(task, steps)
+    view, prebuilt = local_view(task)
+    check_image(view, allow_any_image, prebuilt)
+    env = base_env(view)
+    steps = resolve_build_steps(view, env)
+    unfaithful = not is_generic(view.environment.image)  # only allow_any_image lets such a task through
+    return LocalPlan(view, env, steps, writable_tops(view, steps), ImageProvenance("host", unfaithful=unfaithful))

@@ -15,6 +15,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,15 +23,17 @@ from farm.config import DockerSandboxConfig, KubernetesSandboxConfig
 from farm.errors import FarmError, UnsupportedTaskError
 from farm.sandbox import manifests as m
 from farm.sandbox.base import (
+    ImageProvenance,
     SandboxClosedError,
     SandboxError,
     SandboxLostError,
     SandboxStartError,
     SandboxStats,
 )
-from farm.sandbox.build import replay_build_steps, resolve_build_steps, runtime_env
+from farm.sandbox.build import literal_task_env, replay_build_steps, resolve_build_steps, runtime_env
 from farm.sandbox.channel import Channel
 from farm.sandbox.channel_sandbox import ChannelSandboxMixin
+from farm.sandbox.images import ImageFacts, ImagePlan, plan_image, task_build_tag
 from farm.tasks.image_lock import apply_image_policy, load_image_lock
 from farm.tasks.model import NetworkMode, Task
 
@@ -197,14 +200,41 @@ def resolve_image(task: Task, cfg: RelayConfig, backend: str) -> str:
     return resolved.environment.image  # type: ignore[return-value]
 
 
-def check_relay_task(task: Task, cfg: RelayConfig, backend: str) -> None:
+def relay_plan(task: Task, cfg: RelayConfig, policy: str, *, builder: bool) -> ImagePlan:
+    """The image plan a relay-backed backend follows.
+
+    ``builder``: the backend can build on the machine that runs the container (docker/podman).
+    A cluster cannot: there a build is used only through ``build_registry`` (what
+    ``farm images build --push`` filled); without one it falls back to the named image.
+    """
+    plan = plan_image(task, policy)
+    if plan.build and not builder and not getattr(cfg, "build_registry", None):
+        return plan_image(task, "pull")
+    return plan
+
+
+def check_relay_task(task: Task, cfg: RelayConfig, backend: str, policy: str = "pull", *,
+                     builder: bool = False) -> None:
     """Preflight: everything a relay-backed start would refuse before any pod or container.
 
     Raises:
         UnsupportedTaskError, TaskFormatError: as ``RelaySandbox.start`` would.
+        ConfigError: an unknown image policy.
     """
-    resolve_image(task, cfg, backend)
-    resolve_build_steps(task, {**ROOT_ENV, **task.environment.env})
+    plan = relay_plan(task, cfg, policy, builder=builder)
+    if plan.pull_first:
+        resolve_image(task, cfg, backend)
+    if plan.replay:
+        resolve_build_steps(task, {**ROOT_ENV, **task.environment.env})
+
+
+def built_view(task: Task, facts: ImageFacts | None) -> Task:
+    """The task as a sandbox runs it from an image that already holds its build: no steps to
+    replay, only task.toml's literal env exported (the image's ENV comes from the image), and
+    the image's WORKDIR as the workdir when it has one."""
+    envr = replace(task.environment, build_steps=(), env=literal_task_env(task),
+                   workdir=(facts.workdir if facts and facts.workdir else task.environment.workdir))
+    return replace(task, environment=envr)
 
 
 # --- the sandbox ----------------------------------------------------------------------------
@@ -217,10 +247,14 @@ class RelaySandbox(ChannelSandboxMixin):
     cfg: RelayConfig
 
     def __init__(self, task: Task, cfg: RelayConfig, *, run_id: str, trial_key: str, attempt: int,
-                 role: str, network: NetworkMode) -> None:
+                 role: str, network: NetworkMode, image_policy: str = "pull-or-build") -> None:
         if task.environment.image is None:
             resolve_image(task, cfg, self.backend)  # raises the typed refusal
         self.task, self.cfg, self.run_id, self.trial_key, self.role = task, cfg, run_id, trial_key, role
+        self.image_policy = image_policy
+        self.run_task = task  # the task as the container runs it (built_view once its image holds the build)
+        self._replay = True  # replay the interpreted build steps on the running container
+        self._image_facts: ImageFacts | None = None
         self.network: NetworkMode = network
         self.name = m.pod_name(task.benchmark.replace("_", "-"), task.task_id, trial_key, attempt,
                                "" if role == "agent" else role)
@@ -241,6 +275,25 @@ class RelaySandbox(ChannelSandboxMixin):
     def _describe(self) -> dict[str, Any]:
         """Backend-specific facts for ``stats.extra`` (pod and namespace, container and engine)."""
         return {}
+
+    async def _ensure_image(self) -> str:
+        """The image reference to run; sets ``run_task``, ``_replay`` and ``stats.image``.
+
+        This default serves a cluster: the named image, or the content-hashed tag of a build
+        that ``farm images build --push`` put in ``build_registry``.
+
+        Raises:
+            UnsupportedTaskError: as :func:`resolve_image`.
+            SandboxStartError: the image could not be made present.
+        """
+        plan = relay_plan(self.task, self.cfg, self.image_policy, builder=False)
+        if plan.build:
+            tag = task_build_tag(self.task, getattr(self.cfg, "build_registry", None))
+            assert tag is not None  # plan_image builds only a task with a Dockerfile
+            self._replay, self.run_task = False, built_view(self.task, None)
+            self.stats.image = ImageProvenance("cached", None, 0.0)
+            return tag
+        return resolve_image(self.task, self.cfg, self.backend)
 
     async def _create(self) -> None:
         """Bring up ``self.pod`` and return once the task container runs."""
@@ -268,8 +321,15 @@ class RelaySandbox(ChannelSandboxMixin):
             raise SandboxError(f"{self.name}: start() called twice")
         self._phase = "start"
         t0 = time.monotonic()
-        self.image = resolve_image(self.task, self.cfg, self.backend)  # refused before anything exists
-        self.pod = m.pod_manifest(self.task, self._spec_config(), name=self.name, run_id=self.run_id,
+        try:
+            self.image = await self._ensure_image()  # refused or built before any container exists
+        except BaseException as e:
+            self._phase = "closed"
+            if isinstance(e, FarmError) or not isinstance(e, Exception):
+                raise
+            raise SandboxStartError(f"{self.name}: image: {type(e).__name__}: {e}", reason="engine") from e
+        self.stats.extra["image_plan"] = "replay build steps" if self._replay else "image holds the build"
+        self.pod = m.pod_manifest(self.run_task, self._spec_config(), name=self.name, run_id=self.run_id,
                                   trial_key=self.trial_key, image=self.image,
                                   inside_b64=m.pack_inside(INSIDE_SRC, [RELAY_SRC]), network=self.network,
                                   role=self.role)
@@ -296,12 +356,19 @@ class RelaySandbox(ChannelSandboxMixin):
     async def _prepare(self) -> None:
         """Create the Harbor log dirs and replay the task's interpreted Dockerfile steps."""
         assert self.channel is not None
-        mk = " ".join([*LOG_DIRS, self.task.workdir])
+        mk = " ".join([*LOG_DIRS, self.run_task.workdir])
         res = await self.channel.exec(f"mkdir -p {mk}", timeout_s=60, cwd="/")
         if res.exit_code != 0:
             raise SandboxStartError(f"{self.name}: could not create {mk}: {res.output[-500:]}", reason="agent")
-        # variables expand against what the image's env would give a root shell
-        steps = resolve_build_steps(self.task, {**ROOT_ENV, **self.task.environment.env})
+        facts = self._image_facts
+        if not self._replay:
+            # the image holds the build: its ENV and WORKDIR apply, task.toml's env on top
+            self._workdir = self.run_task.workdir
+            self._env = {**(facts.env if facts else {}), **self.run_task.environment.env}
+            return
+        # variables expand against the image's env (else what a root shell would have)
+        base = facts.env if facts and facts.env else ROOT_ENV
+        steps = resolve_build_steps(self.task, {**base, **self.task.environment.env})
         self._phase = "build"
         await replay_build_steps(self, self.task, steps)
         for step in steps:

@@ -1,0 +1,102 @@
+"""`farm images build [--push REGISTRY] [--jobs N]`: build every selected task's Dockerfile.
+
+The same content-hashed builds a ``sandbox=docker`` run makes on demand (farm/sandbox/images.py),
+made ahead of time with ``sandbox.docker.engine``; with ``--push`` each is also tagged
+``REGISTRY/farm-task/<benchmark>-<task>:<hash>`` and pushed, which is the reference a
+Kubernetes run with ``sandbox.kubernetes.build_registry=REGISTRY`` uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+from farm.config import FarmConfig
+from farm.errors import ConfigError
+from farm.sandbox.base import SandboxStartError
+from farm.sandbox.images import build_digest, build_image, dockerfile_of, registry_prefix, run_engine, task_tag
+from farm.tasks.model import Task
+
+EXIT_BUILD_FAILED = 1
+
+
+@dataclass
+class BuildRow:
+    task: str
+    tag: str
+    status: str  # built | cached | failed | pushed-failed | no Dockerfile
+    seconds: float
+    detail: str = ""
+
+
+async def _one(binary: str, task: Task, *, pull: str, registry: str | None, sem: asyncio.Semaphore) -> BuildRow:
+    name = f"{task.benchmark}/{task.task_id}"
+    dockerfile = dockerfile_of(task)
+    if dockerfile is None:
+        return BuildRow(name, "-", "no Dockerfile", 0.0)
+    async with sem:
+        t0 = time.monotonic()
+        try:
+            got = await build_image(binary, task, pull=pull)
+        except SandboxStartError as e:
+            lines = [x for x in str(e).splitlines() if x.strip()]
+            first = lines[0].removesuffix("; log tail:") + (f" ... {lines[-1].strip()}" if len(lines) > 1 else "")
+            return BuildRow(name, task_tag(task, build_digest(dockerfile, task.environment.build_context)),
+                            "failed", time.monotonic() - t0, first)
+        row = BuildRow(name, got.ref, got.provenance.source, time.monotonic() - t0)
+        if registry:
+            remote = task_tag(task, build_digest(dockerfile, task.environment.build_context), registry)
+            for args in (("tag", got.ref, remote), ("push", remote)):
+                rc, _, err = await run_engine(binary, *args, timeout=3600)
+                if rc != 0:
+                    row.status, row.detail = "failed", f"{args[0]} {remote}: {err.strip()[-300:]}"
+                    break
+            else:
+                row.tag, row.status = remote, f"{row.status}+pushed"
+            row.seconds = time.monotonic() - t0
+        return row
+
+
+def build_images(cfg: FarmConfig, *, push: str | None, jobs: int, out: Console, err: Console) -> int:
+    """Build (and push) every selected task's image; print a table; 1 when any build failed.
+
+    Raises:
+        ConfigError: a bad ``--push`` or ``--jobs`` value, or the engine is not on PATH.
+    """
+    from farm.tasks.cli import print_report
+    from farm.tasks.registry import load_benchmark_report
+
+    if jobs < 1:
+        raise ConfigError(f"invalid value {jobs!r} for '--jobs': must be >= 1")
+    registry = registry_prefix(push, "--push") if push is not None else None
+    binary = cfg.sandbox.docker.engine
+    if shutil.which(binary) is None:
+        raise ConfigError(f"invalid value {binary!r} for 'sandbox.docker.engine': not on PATH")
+    loaded = load_benchmark_report(cfg.benchmark)
+
+    async def main() -> list[BuildRow]:
+        sem = asyncio.Semaphore(jobs)
+        return list(await asyncio.gather(*(_one(binary, t, pull=cfg.sandbox.docker.pull, registry=registry, sem=sem)
+                                           for t in loaded.tasks)))
+
+    rows = asyncio.run(main())
+    table = Table(title=f"task images ({len(rows)} tasks, engine {binary})")
+    for col in ("task", "tag", "status", "seconds"):
+        table.add_column(col, no_wrap=True, justify="right" if col == "seconds" else "left")
+    for r in rows:
+        table.add_row(r.task, r.tag, r.status, f"{r.seconds:.1f}")
+    out.print(table)
+    failed = [r for r in rows if r.status == "failed"]
+    for r in failed:
+        err.print(f"failed {r.task}: {r.detail}", highlight=False, markup=False, soft_wrap=True)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    out.print(", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    print_report(loaded.report, err)
+    return EXIT_BUILD_FAILED if failed else 0
