@@ -24,12 +24,13 @@ class Caveat:
     run_id: str
     trials: int  # trials (latest attempt each) of the run carrying the mark
     of: int  # all trials of the run with a row
-    images: tuple[str, ...]  # the task images concerned (a few, sorted)
+    tasks: tuple[str, ...]  # the tasks concerned, sorted (the row's image is the name the task gives,
+    # not the stand-in that was built, so the task id says more)
 
     @property
     def text(self) -> str:
-        shown = ", ".join(self.images[:5]) + (f", … ({len(self.images)} in all)" if len(self.images) > 5 else "")
-        where = f" (images: {shown})" if shown else ""
+        shown = ", ".join(self.tasks[:5]) + (f", … ({len(self.tasks)} in all)" if len(self.tasks) > 5 else "")
+        where = f" (tasks: {shown})" if shown else ""
         if self.kind == STANDIN:
             return (f"Stand-in base images: {self.trials} of {self.of} trials of run {self.run_id} were built "
                     f"on a farm stand-in base image (`make images`: Debian roots tagged with the tasks' "
@@ -48,6 +49,6 @@ def image_caveats(runs: list[RunData]) -> list[Caveat]:
         for kind, column in ((STANDIN, "base_image_standin"), (UNFAITHFUL, "image_unfaithful")):
             marked = [r for r in rows if r.get(column)]
             if marked:
-                images = tuple(sorted({str(r["image"]) for r in marked if r.get("image")}))
-                out.append(Caveat(kind, run.run_id, len(marked), len(rows), images))
+                tasks = tuple(sorted({str(r["task_id"]) for r in marked if r.get("task_id")}))
+                out.append(Caveat(kind, run.run_id, len(marked), len(rows), tasks))
     return out

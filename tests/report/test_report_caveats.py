@@ -43,9 +43,9 @@ def test_unfaithful_counts_only_marked_latest_attempts():
         trial("r", bench, "t3", 0, "resolved"),
     ]
     caveats = image_caveats([run_data("r", plan, rows)])
-    assert [(c.kind, c.trials, c.of, c.images) for c in caveats] == [("unfaithful", 1, 3, ("img-1",))]
+    assert [(c.kind, c.trials, c.of, c.tasks) for c in caveats] == [("unfaithful", 1, 3, ("t1",))]
     assert "sandbox.local.allow_any_image=true" in caveats[0].text
-    assert "(images: img-1)" in caveats[0].text
+    assert "(tasks: t1)" in caveats[0].text
 
 
 def test_faithful_runs_have_no_warning_section(tmp_path):
@@ -57,12 +57,12 @@ def test_faithful_runs_have_no_warning_section(tmp_path):
     assert "warning" not in _console_text(summary_table(run)).lower()
 
 
-def test_each_run_of_a_comparison_is_named_and_many_images_are_cut():
+def test_each_run_of_a_comparison_is_named_and_many_tasks_are_cut():
     tasks = {f"t{i}": "R" for i in range(7)}
     standin = run_data("s", plan_table("s", "b", list(tasks), [0], ["base"], "m"),
                        [trial("s", "b", t, 0, "resolved", base_image_standin=True, image=f"img-{t}") for t in tasks])
     both = matrix_run("u", "b", {"x": "U"}, base_image_standin=True, image_unfaithful=True)
     caveats = image_caveats([standin, both])
     assert [(c.run_id, c.kind) for c in caveats] == [("s", "standin"), ("u", "standin"), ("u", "unfaithful")]
-    assert "img-t0, img-t1, img-t2, img-t3, img-t4, … (7 in all)" in caveats[0].text
-    assert "(images:" not in caveats[1].text  # no image recorded: no empty list
+    assert "(tasks: t0, t1, t2, t3, t4, … (7 in all))" in caveats[0].text
+    assert "(tasks: x)" in caveats[1].text
