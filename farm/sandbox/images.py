@@ -277,6 +277,25 @@ async def tag_lock(tag: str, lock_dir: Path | None = None) -> AsyncIterator[None
         os.close(fd)  # releases the lock
 
 
+_kinds: dict[str, str] = {}
+
+
+async def engine_kind(binary: str) -> str:
+    """``podman`` or ``docker`` (what ``<binary> --version`` says; asked once per binary)."""
+    if binary not in _kinds:
+        _, out, _ = await run_engine(binary, "--version", timeout=30)
+        _kinds[binary] = "podman" if "podman" in out.lower() else "docker"
+    return _kinds[binary]
+
+
+def pull_flag(kind: str, pull: str) -> str:
+    """The build's base-image pull policy: podman takes ``never``/``missing``; docker's
+    ``--pull`` is a boolean (false = use a present base, pull a missing one)."""
+    if kind == "podman":
+        return f"--pull={'never' if pull == 'never' else 'missing'}"
+    return "--pull=false"
+
+
 _STEP_LINE = re.compile(r"^(?:STEP \d+/\d+: |Step \d+/\d+ : |#\d+ \[[^\]]+\] )(.+)$")
 
 
@@ -311,7 +330,7 @@ async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_di
         if facts is not None:
             prov = ImageProvenance("cached", facts.image_id, 0.0, facts.standin)
             return EnsuredImage(tag, facts, prov, replay=False)
-        args = ["build", f"--pull={'never' if pull == 'never' else 'missing'}", "-f", str(dockerfile), "-t", tag,
+        args = ["build", pull_flag(await engine_kind(binary), pull), "-f", str(dockerfile), "-t", tag,
                 "--label", f"{TASK_LABEL}={task.benchmark}/{task.task_id}", "--label", f"{DIGEST_LABEL}={digest}",
                 str(context)]
         t0 = time.monotonic()

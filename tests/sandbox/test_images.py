@@ -161,3 +161,11 @@ def test_local_refuses_a_prebuilt_image_task_naming_the_base_and_the_instruction
         plan_local(staged, allow_any_image=True)
     assert e.value.reason == "dockerfile_instruction"
     assert "COPY --from=b" in str(e.value) and "line 4" in str(e.value)
+
+
+def test_offline_builds_never_pull_their_base() -> None:
+    from farm.sandbox.images import pull_flag
+
+    assert pull_flag("podman", "never") == "--pull=never"
+    assert pull_flag("podman", "missing") == pull_flag("podman", "always") == "--pull=missing"
+    assert pull_flag("docker", "missing") == "--pull=false"  # docker's --pull is a boolean
