@@ -67,7 +67,8 @@ def test_standins_build_a_real_dockerfile_offline_and_mark_it(tmp_path: Path):
         assert label.stdout.strip() == "true"  # inherited: farm's rows read it
         # what the official python image offers: python/pip on PATH from /usr/local/bin, system pip
         run = _podman(env, "run", "--rm", tag, "sh", "-c",
-                      "for c in python python3 pip pip3; do command -v $c; done; python -c 'import sys; print(sys.version_info[:2])'; "
+                      "for c in python python3 pip pip3; do command -v $c; done; "
+                      "python -c 'import sys; print(sys.version_info[:2])'; "
                       "echo $LANG; pip install --no-index --no-deps /nonexistent.whl 2>&1 | "
                       "grep -c externally-managed || true")
         assert run.returncode == 0, run.stderr
