@@ -99,15 +99,24 @@ async def stage_verifier_cache(sandbox: Sandbox, cache: VerifierCacheConfig, env
         dict[str, str], str, str, float]:
     """Upload the cache to STAGE_DIR and put uv where the astral installer would, when absent.
 
-    Returns the variables test.sh gets, the PATH prefix for its command line, the header line
-    the verifier output starts with, and the seconds staging took."""
+    Only what the sandbox lacks travels: uv when ~/.local/bin has none, the python bundle when
+    no python3.13 is on PATH (an image's own python always wins). Returns the variables test.sh
+    gets, the PATH suffix for its command line, the header line the verifier output starts
+    with, and the seconds staging took."""
     assert cache.dir is not None
     man = load_manifest(cache.dir)
     t0 = time.monotonic()
-    await sandbox.upload(man.root, STAGE_DIR)
+    probe = await sandbox.exec('b="${HOME:-/root}/.local/bin"; [ -e "$b/uv" ] && [ -e "$b/uvx" ] && echo has-uv; '
+                               "command -v python3.13 >/dev/null && echo has-python; true", timeout_s=60, cwd="/",
+                               env=env or None)
+    has = set(probe.stdout.split())
+    parts = ["wheels"] + ([] if "has-uv" in has else ["bin"]) + ([] if "has-python" in has else ["python"])
+    await sandbox.exec(f"mkdir -p {STAGE_DIR}", timeout_s=60, cwd="/")
+    for part in parts:
+        await sandbox.upload(man.root / part, f"{STAGE_DIR}/{part}")
     place = (
-        'home="${HOME:-/root}"; b="$home/.local/bin"; mkdir -p "$b"; '
-        f'for t in uv uvx; do if [ -e "$b/$t" ]; then echo "$t=kept"; '
+        'b="${HOME:-/root}/.local/bin"; mkdir -p "$b"; '
+        'for t in uv uvx; do if [ -e "$b/$t" ]; then echo "$t=kept"; '
         f'else cp {STAGE_DIR}/bin/$t "$b/$t" && echo "$t=placed"; fi; done; '
         'if [ -e "$b/env" ]; then echo env=kept; '
         f"else printf '%s' {shlex.quote(_ENV_FILE)} | sed \"s#{{bin}}#$b#g\" > \"$b/env\" && echo env=placed; fi"
@@ -119,10 +128,13 @@ async def stage_verifier_cache(sandbox: Sandbox, cache: VerifierCacheConfig, env
     variables = {"UV_FIND_LINKS": wheels, "PIP_FIND_LINKS": wheels, "UV_PYTHON_DOWNLOADS": "never"}
     if cache.offline:
         variables |= {"UV_OFFLINE": "1", "PIP_NO_INDEX": "1"}
-    header = (f"[farm verifier-cache] staged {cache.dir} at {STAGE_DIR} in {stage_s:.2f}s ({man.summary()}); "
-              f"~/.local/bin: {placed}; python3.13 appended to PATH; "
+    python = ("the image's own python3.13 (bundle not staged)" if "has-python" in has
+              else f"python {man.python_version} appended to PATH")
+    header = (f"[farm verifier-cache] staged {cache.dir} ({', '.join(parts)}) at {STAGE_DIR} in {stage_s:.2f}s "
+              f"({man.summary()}); ~/.local/bin: {placed}; {python}; "
               + " ".join(f"{k}={v}" for k, v in sorted(variables.items())) + "\n")
-    return variables, f'export PATH="$PATH:{STAGE_DIR}/python/bin"; ', header, stage_s
+    suffix = "" if "has-python" in has else f'export PATH="$PATH:{STAGE_DIR}/python/bin"; '
+    return variables, suffix, header, stage_s
 
 
 async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCacheConfig | None = None) -> GradeResult:

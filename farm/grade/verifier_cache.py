@@ -333,12 +333,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", type=Path, action="append", default=[],
                     help="also pre-stage every pin the test.sh files of this benchmark directory install")
     ap.add_argument("--exclude", default=",".join(DEFAULT_EXCLUDE), help="package names never pre-staged")
+    ap.add_argument("--pythons", default=",".join(PYTHON_VERSIONS), help="CPython versions to fetch wheels for")
     ap.add_argument("--force", action="store_true", help="rebuild even when the spec is unchanged")
     args = ap.parse_args(argv)
     exclude = tuple(x for x in args.exclude.split(",") if x)
+    pythons = tuple(x for x in args.pythons.split(",") if x)
+    bad = [p for p in pythons if not re.fullmatch(r"3\.\d+", p)]
+    if bad:
+        ap.error(f"--pythons: invalid version(s) {bad}; expected e.g. 3.12,3.13")
     reqs = sorted(set(TOOL_REQUIREMENTS) | set(scan_pins(args.tasks, exclude)))
     try:
-        man = build(args.out, reqs, force=args.force)
+        man = build(args.out, reqs, pythons=pythons, force=args.force)
     except (CacheError, OSError, subprocess.CalledProcessError) as exc:
         print(f"verifier-cache: {exc}", file=sys.stderr)
         return 1

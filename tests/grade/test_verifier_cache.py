@@ -3,6 +3,7 @@ the image has none, and how it is staged into a sandbox."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -140,14 +141,18 @@ async def test_staging_places_uv_only_where_absent_and_appends_python_to_the_end
     await sb.start()
     try:
         res = await run_harbor_verifier(task, sb, VerifierCacheConfig(dir=str(verifier_cache), offline=True))
-        # an image (or an earlier download) that already has uv keeps its own
-        await sb.exec('printf "#!/bin/sh\\necho image-uv\\n" > /root/.local/bin/uv; chmod +x /root/.local/bin/uv',
+        # an image (or an earlier download) that already has uv, or its own python3.13, keeps them
+        await sb.exec('printf "#!/bin/sh\\necho image-uv\\n" > /root/.local/bin/uv; chmod +x /root/.local/bin/uv; '
+                      'mkdir -p /app/bin; printf "#!/bin/sh\\n" > /app/bin/python3.13; chmod +x /app/bin/python3.13',
                       cwd="/")
-        kept = await run_harbor_verifier(task, sb, VerifierCacheConfig(dir=str(verifier_cache), offline=False))
+        own = dataclasses.replace(task, verifier=dataclasses.replace(
+            task.verifier, env={"PATH": "/app/bin:/usr/local/bin:/usr/bin:/bin"}))
+        kept = await run_harbor_verifier(own, sb, VerifierCacheConfig(dir=str(verifier_cache), offline=False))
     finally:
         await sb.close()
     header, *lines = res.output.splitlines()
-    assert header.startswith(f"[farm verifier-cache] staged {verifier_cache} at {vc.STAGE_DIR} in ")
+    staged = f"[farm verifier-cache] staged {verifier_cache} (wheels, bin, python) at {vc.STAGE_DIR} in "
+    assert header.startswith(staged)
     assert "uv=placed uvx=placed env=placed" in header and "UV_OFFLINE=1" in header
     assert lines[:2] == ["/root/.local/bin/uv", f"uv {vc.UV_VERSION}"]
     path = next(ln for ln in lines if ln.startswith("PATH="))
@@ -156,5 +161,8 @@ async def test_staging_places_uv_only_where_absent_and_appends_python_to_the_end
     assert {"UV_OFFLINE=1", "PIP_NO_INDEX=1", "UV_PYTHON_DOWNLOADS=never",
             f"UV_FIND_LINKS={vc.STAGE_DIR}/wheels", f"PIP_FIND_LINKS={vc.STAGE_DIR}/wheels"} <= set(lines)
     assert res.resolved and res.stage_s is not None and 0 < res.stage_s < 60
-    assert "uv=kept uvx=kept env=kept" in kept.output.splitlines()[0]
-    assert "image-uv" in kept.output and "UV_OFFLINE=1" not in kept.output
+    kept_header, *kept_lines = kept.output.splitlines()
+    assert "uv=kept uvx=kept env=kept" in kept_header and "(wheels) at" in kept_header
+    assert "the image's own python3.13 (bundle not staged)" in kept_header
+    assert "image-uv" in kept_lines and "/app/bin/python3.13" in kept_lines and "UV_OFFLINE=1" not in kept.output
+    assert not next(ln for ln in kept_lines if ln.startswith("PATH=")).endswith("/python/bin")
