@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -292,6 +293,45 @@ def build(engine: Engine, s: StandIn, cache: Path, force: bool, log) -> dict:
             "size_mb": round(engine.size_mb(s.tag), 1)}
 
 
+# images TB2 Dockerfiles copy binaries out of (`COPY --from=ghcr.io/astral-sh/uv:0.8.14 /uv /uvx /bin/`)
+UV_IMAGES = ("0.8.14", "0.8.15")
+
+
+def build_uv(engine: Engine, version: str, cache: Path, log) -> dict:
+    """ghcr.io/astral-sh/uv:VERSION as the official image lays it out (/uv, /uvx on scratch), with
+    the binaries of the same version's PyPI wheel, which the astral image and installer also ship."""
+    tag = f"ghcr.io/astral-sh/uv:{version}"
+    key = f"uv-wheel-{version}"
+    if engine.label(tag, f"{LABEL}.recipe") == key:
+        return {"name": tag, "tag": tag, "built": False, "build_s": 0.0, "size_mb": round(engine.size_mb(tag), 1)}
+    ctx = cache / "build" / f"uv_{version}"
+    shutil.rmtree(ctx, ignore_errors=True)
+    ctx.mkdir(parents=True)
+    t0 = time.monotonic()
+    log(f"building {tag} from the uv=={version} wheel")
+    res = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                          "-d", str(ctx / "wheel"), f"uv=={version}"], capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit(f"standin_images: pip download uv=={version} failed:\n{res.stderr[-1500:]}")
+    wheel = next((ctx / "wheel").glob("uv-*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        for name in ("uv", "uvx"):
+            member = f"uv-{version}.data/scripts/{name}"
+            (ctx / name).write_bytes(zf.read(member))
+            (ctx / name).chmod(0o755)
+    (ctx / "Containerfile").write_text("FROM scratch\nCOPY uv uvx /\nENTRYPOINT [\"/uv\"]\n")
+    labels = {LABEL: "true", f"{LABEL}.for": f"{tag} (astral's uv image)", f"{LABEL}.recipe": key,
+              f"{LABEL}.differences": f"/uv and /uvx from PyPI's uv=={version} wheel ({wheel.name}); no other files"}
+    args = ["build", "--pull=never", "-t", tag, "-f", str(ctx / "Containerfile")]
+    for k, v in labels.items():
+        args += ["--label", f"{k}={v}"]
+    res = engine.run(*args, str(ctx), check=False)
+    if res.returncode != 0:
+        sys.exit(f"standin_images: building {tag} failed:\n{res.stderr[-1500:]}")
+    return {"name": tag, "tag": tag, "built": True, "build_s": round(time.monotonic() - t0, 1),
+            "size_mb": round(engine.size_mb(tag), 1)}
+
+
 TOOLBOX_DIR = Path(__file__).resolve().parents[1] / "infra" / "k8s" / "toolbox"
 
 
@@ -334,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for s in chosen:
             print(f"{s.tag}\t{s.suite}\t{s.differences}")
+        if not args.only:
+            for v in UV_IMAGES:
+                print(f"ghcr.io/astral-sh/uv:{v}\tscratch\t/uv and /uvx from PyPI's uv=={v} wheel")
         return 0
 
     def log(msg: str) -> None:
@@ -344,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     if Path(args.engine).name == "podman":
         ensure_containers_conf(args.cache, log)
     results = [build(engine, s, args.cache, args.force, log) for s in chosen]
+    if not args.only:
+        results += [build_uv(engine, v, args.cache, log) for v in UV_IMAGES]
     if args.toolbox:
         results.append(build_toolbox(engine, args.toolbox, args.cache, log))
     for r in results:

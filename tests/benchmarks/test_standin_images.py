@@ -17,6 +17,8 @@ from tests.shared import shared_path
 from .standin import SCRIPT, ensure_standins
 
 FROM = re.compile(r"^FROM\s+(?:--platform=\S+\s+)?(\S+)", re.I | re.M)
+COPY_FROM = re.compile(r"^COPY\s+--from=(\S+)", re.I | re.M)
+STAGE = re.compile(r"^FROM\s+\S+\s+AS\s+(\S+)", re.I | re.M)
 
 
 def _listed() -> dict[str, str]:
@@ -30,6 +32,12 @@ def test_every_tb2_base_image_has_a_standin_with_its_differences():
     assert len(bases) >= 7, bases
     listed = _listed()
     assert {f"docker.io/library/{b}" for b in bases} <= set(listed), sorted(bases)
+    # images a Dockerfile copies files out of (not its own stages) are stood in for too
+    copied = set()
+    for f in tb2.glob("*/environment/Dockerfile"):
+        text = f.read_text()
+        copied |= set(COPY_FROM.findall(text)) - set(STAGE.findall(text))
+    assert copied and copied <= set(listed), sorted(copied)
     # the gaps that matter are written down, not hidden
     assert "not 3.10" in listed["docker.io/library/python:3.10-slim-bookworm"]
     assert "not Ubuntu" in listed["docker.io/library/ubuntu:24.04"]
