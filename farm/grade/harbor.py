@@ -177,15 +177,15 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
         return result(None, "verifier_timeout", f"tests/test.sh did not finish within {task.verifier_timeout_s:g}s")
     marker = task.verifier.success_marker
     if marker and marker not in output:
-        return _setup_or(result, run.output, None, "verifier_incomplete",
-                         f"verifier output lacks the success marker {marker!r}")
+        return result(None, *_setup_or(run.output, "verifier_incomplete",
+                                       f"verifier output lacks the success marker {marker!r}"))
     try:
         reward = parse_reward(
             await _read_optional(sandbox, "/logs/verifier/reward.json"),
             await _read_optional(sandbox, "/logs/verifier/reward.txt"),
         )
     except RewardError as exc:
-        return _setup_or(result, run.output, None, "verifier_no_reward", str(exc))
+        return result(None, *_setup_or(run.output, "verifier_no_reward", str(exc)))
     if reward < 1.0:
         ctrf = await sandbox.stat("/logs/verifier/ctrf.json")
         verdict = classify(run.output, reward, ctrf_present=ctrf.exists and not ctrf.is_dir)
@@ -195,9 +195,10 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
     return result(reward)
 
 
-def _setup_or(result, output: str, reward: None, error_class: str, error: str) -> GradeResult:  # noqa: ANN001
-    """``verifier_setup`` when the output shows the set-up failing, else the given class."""
-    verdict = classify(output, reward)
+def _setup_or(output: str, error_class: str, error: str) -> tuple[str, str]:
+    """A run without a valid reward: ``verifier_setup`` when its output shows the set-up
+    failing (rule 3 of farm/grade/verifier_setup.py), else ``error_class``."""
+    verdict = classify(output, None)
     if verdict is not None:
-        return result(None, "verifier_setup", f"{error}, after its set-up failed ({verdict.kind}): {verdict.evidence}")
-    return result(None, error_class, error)
+        return "verifier_setup", f"{error}, after its set-up failed ({verdict.kind}): {verdict.evidence}"
+    return error_class, error

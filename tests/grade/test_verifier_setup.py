@@ -118,3 +118,30 @@ async def test_a_real_tb2_verifier_without_network_is_verifier_setup_not_a_zero(
     assert (res.error_class, res.reward, res.resolved) == ("verifier_setup", None, False)
     assert res.error.startswith("the verifier's set-up failed before any test ran (it wrote reward 0; curl): ")
     assert res.error.endswith("curl: (6) Could not resolve host: astral.sh")
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+@pytest.mark.parametrize("sh,marker,cls,error", [
+    ("uvx -p 3.13 pytest /tests\n", None, "verifier_setup",
+     "the verifier wrote neither /logs/verifier/reward.json nor reward.txt, after its set-up failed (not_found): "
+     "/tests/test.sh: line 1: uvx: command not found"),
+    ("echo 'collected 0 items'\n", None, "verifier_no_reward",
+     "the verifier wrote neither /logs/verifier/reward.json nor reward.txt"),
+    ("pytest /tests; echo 1 > /logs/verifier/reward.txt\n", "END", "verifier_setup",
+     "verifier output lacks the success marker 'END', after its set-up failed (not_found): "
+     "/tests/test.sh: line 1: pytest: command not found"),
+])
+async def test_no_valid_reward_is_verifier_setup_only_with_evidence(tmp_path: Path, sh: str, marker: str | None,
+                                                                   cls: str, error: str) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test.sh").write_text(sh)
+    task = Task(benchmark="b", task_id="t", instruction="", environment=Environment(workdir="/app"),
+                verifier=VerifierSpec(tests_dir=tmp_path / "tests", success_marker=marker), verifier_timeout_s=60,
+                agent_network="no-network", verifier_network="no-network")
+    sb = LocalSandbox(task, root_dir=tmp_path / "sb")
+    await sb.start()
+    try:
+        res = await run_harbor_verifier(task, sb)
+    finally:
+        await sb.close()
+    assert (res.error_class, res.error, res.reward) == (cls, error, None)
