@@ -366,8 +366,8 @@ class RelaySandbox(ChannelSandboxMixin):
             self._workdir = self.run_task.workdir
             self._env = {**(facts.env if facts else {}), **self.run_task.environment.env}
             return
-        # variables expand against the image's env (else what a root shell would have)
-        base = facts.env if facts and facts.env else ROOT_ENV
+        # variables expand against what a root shell in the image would have
+        base = {**ROOT_ENV, **(facts.env if facts else {})}
         steps = resolve_build_steps(self.task, {**base, **self.task.environment.env})
         self._phase = "build"
         await replay_build_steps(self, self.task, steps)
