@@ -118,14 +118,22 @@ def _foreign_sha(command: str, base_commit: str | None) -> bool:
     return False
 
 
-def scan_steps(steps: Iterable[Any], *, policy: str | None = None, base_commit: str | None = None) -> list[Flag]:
-    """Every flag over a trial's steps (StepRow objects or their dicts), in step order."""
+def scan_steps(steps: Iterable[Any], *, policy: str | None = None, base_commit: str | None = None,
+               skip: Iterable[str] = ()) -> list[Flag]:
+    """Every flag over a trial's steps (StepRow objects or their dicts), in step order.
+
+    ``skip``: rules that do not apply to the task (``git_history`` where the history is the
+    task itself, e.g. recovering a commit from the reflog).
+    """
+    skipped = set(skip)
     flags: list[Flag] = []
     for row in steps:
         get = row.get if isinstance(row, Mapping) else lambda k, r=row: getattr(r, k, None)
         step = int(get("step") or 0)
         for name, args in tool_calls(get("messages_json") or "[]"):
             for rule in scan_call(name, args, policy=policy, base_commit=base_commit):
+                if rule in skipped:
+                    continue
                 text = str(args.get("command") if name == "Bash" else args.get("file_path") or args.get("pattern")
                            or args.get("path") or "")
                 flags.append(Flag(rule, step, name, text[:200]))

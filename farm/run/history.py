@@ -9,8 +9,8 @@ expired, the special heads (ORIG_HEAD, FETCH_HEAD …) are removed and the now u
 objects are pruned. What was removed is counted, so a row can say so.
 
 Tasks whose repository history *is* the task (Terminal-Bench's ``fix-git`` recovers a commit
-from the reflog) must keep it: ``benchmark.strip_history=auto`` strips only tasks graded by
-their git patch (SWE-bench-style sources, ``require_git_patch``).
+from the reflog) must keep it: ``benchmark.strip_history=null`` (the default) strips only
+tasks graded by their git patch (SWE-bench-style sources, ``require_git_patch``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from dataclasses import dataclass
 
 from farm.sandbox.base import Sandbox
 from farm.tasks.model import Task
-
-STRIP_MODES = ("auto", "true", "false")
 
 # One shell program, so the whole strip is one round trip. Counts go to stdout as key=value;
 # `git` errors go to stderr and make the script fail (set -e), which the caller reports.
@@ -60,11 +58,9 @@ class StripResult:
     base_commit: str | None = None  # HEAD the agent starts from (the hack scan's "not foreign" commit)
 
 
-def should_strip(task: Task, mode: str) -> bool:
-    """``auto``: only tasks graded by their repository patch (their history may hold the fix)."""
-    if mode == "auto":
-        return task.require_git_patch
-    return mode == "true"
+def should_strip(task: Task, setting: bool | None) -> bool:
+    """``None`` (auto): only tasks graded by their repository patch (their history may hold the fix)."""
+    return task.require_git_patch if setting is None else setting
 
 
 async def strip_history(sandbox: Sandbox, workdir: str, *, timeout_s: float = 600) -> StripResult:

@@ -86,6 +86,9 @@ def test_scan_steps_names_rule_step_and_evidence_from_real_step_rows() -> None:
     assert flags[1].evidence == "/tests/test_outputs.py"
     # observations (tool messages) are not the agent's actions: they are never scanned
     assert scan_steps([_step(4, ("Bash", {"command": "echo hi"}))]) == []
+    # where the history is the task itself, reading it is no shortcut
+    assert [f.label() for f in scan_steps(steps, base_commit=BASE, skip=["git_history"])] == [
+        "read_tests@3", "upstream_fetch@3"]
     # rows read back from Parquet are dicts
     as_dicts = [{"step": s.step, "messages_json": s.messages_json} for s in steps]
     assert [f.label() for f in scan_steps(as_dicts, base_commit=BASE)] == [f.label() for f in flags]

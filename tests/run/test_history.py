@@ -99,6 +99,6 @@ async def test_a_failing_git_is_an_error_not_a_silent_success(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("mode, patch_graded, expected", [
-    ("auto", True, True), ("auto", False, False), ("true", False, True), ("false", True, False)])
-def test_auto_strips_only_tasks_graded_by_their_patch(mode: str, patch_graded: bool, expected: bool) -> None:
+    (None, True, True), (None, False, False), (True, False, True), (False, True, False)])
+def test_auto_strips_only_tasks_graded_by_their_patch(mode: bool | None, patch_graded: bool, expected: bool) -> None:
     assert should_strip(replace(_task(), require_git_patch=patch_graded), mode) is expected
