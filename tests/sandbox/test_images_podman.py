@@ -191,3 +191,62 @@ def test_farm_images_build_prints_a_table_and_fails_when_a_build_fails(
     assert main(args) == 1
     again = capsys.readouterr().out
     assert " cached " in next(line for line in again.splitlines() if "/good " in line)
+
+
+@pytest.fixture
+def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A real OCI registry (Debian's docker-registry) on 127.0.0.1, plain HTTP, marked insecure
+    for podman through CONTAINERS_REGISTRIES_CONF as a user's registries.conf would."""
+    import shutil
+    import socket
+
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        pytest.skip("needs a local registry: apt-get install docker-registry")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "registry.yml").write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path}/reg\n"
+                                           f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: warn\n")
+    conf = tmp_path / "registries.conf"
+    conf.write_text(f'[[registry]]\nlocation = "127.0.0.1:{port}"\ninsecure = true\n')
+    monkeypatch.setenv("CONTAINERS_REGISTRIES_CONF", str(conf))
+    proc = subprocess.Popen([binary, "serve", str(tmp_path / "registry.yml")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        import httpx
+
+        for _ in range(100):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/v2/", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_farm_images_build_push_serves_the_tag_a_cluster_runs(
+        podman_env: dict[str, str], tmp_path: Path, tags: list[str], registry: str) -> None:
+    import httpx
+
+    from farm.cli import main
+
+    bench = tmp_path / "bench"
+    task = harbor_task(bench, f"FROM {BASE_IMAGE}\nRUN echo pushed > /pushed\n", name="pushme")
+    local, remote = images.task_build_tag(task), images.task_build_tag(task, f"{registry}/farm")
+    assert local is not None and remote is not None
+    tags += [local, remote]
+    args = ["images", "build", "--push", f"{registry}/farm", f"benchmark.path={bench}",
+            "sandbox.docker.engine=podman", "sandbox.docker.pull=never"]
+    assert main(args) == 0
+    repo, tag = remote.split("/", 1)[1].rsplit(":", 1)
+    listed = httpx.get(f"http://{registry}/v2/{repo}/tags/list", timeout=10).json()
+    assert listed["tags"] == [tag] and tag == local.rsplit(":", 1)[1]
+    # what the registry serves is the local build: pulled back, it is the same image
+    built_id = _podman("image", "inspect", "--format", "{{.Id}}", local).stdout.strip()
+    assert _podman("rmi", remote).returncode == 0
+    assert _podman("pull", remote).returncode == 0
+    assert _podman("image", "inspect", "--format", "{{.Id}}", remote).stdout.strip() == built_id
