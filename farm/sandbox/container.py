@@ -79,7 +79,8 @@ class ContainerSandbox(RelaySandbox):
         # the named image after the mirror and the digest lock; a build needs none
         named = resolve_image(self.task, self.cfg, self.backend) if plan.pull_first else None
         try:
-            got = await ensure_image(self.cfg.engine, self.task, self.image_policy, named, pull=self.cfg.pull)
+            got = await ensure_image(self.cfg.engine, self.task, self.image_policy, named, pull=self.cfg.pull,
+                                     scope=self.run_id)
         except SandboxStartError as e:
             log = getattr(e, "build_log", None)
             if log:

@@ -211,11 +211,12 @@ class EnsuredImage:
 
 
 async def ensure_image(binary: str, task: Task, policy: str, named: str | None, *, pull: str = "missing",
-                       lock_dir: Path | None = None) -> EnsuredImage:
+                       lock_dir: Path | None = None, scope: str | None = None) -> EnsuredImage:
     """Make the task's image present in the engine's local storage, following ``policy``.
 
     ``pull`` is ``sandbox.docker.pull``: ``never`` neither pulls nor lets a build pull its base
-    (``--pull=never``); ``always`` pulls the named image even when present.
+    (``--pull=never``); ``always`` pulls the named image even when present. ``scope``: see
+    :func:`build_image`.
 
     Raises:
         SandboxStartError: ``image_pull`` (the named image is not present and cannot be pulled,
@@ -231,7 +232,7 @@ async def ensure_image(binary: str, task: Task, policy: str, named: str | None, 
         pull_error = got
         if not plan.build:
             raise SandboxStartError(f"image {plan.named}: {pull_error}", reason="image_pull")
-    return await build_image(binary, task, pull=pull, lock_dir=lock_dir, after=pull_error)
+    return await build_image(binary, task, pull=pull, lock_dir=lock_dir, after=pull_error, scope=scope)
 
 
 async def _present_or_pulled(binary: str, ref: str, pull: str, *, remember: bool) -> EnsuredImage | str:
@@ -257,10 +258,20 @@ async def _present_or_pulled(binary: str, ref: str, pull: str, *, remember: bool
     return EnsuredImage(ref, facts, prov, replay=True)
 
 
+def _lock_dir(lock_dir: Path | None) -> Path:
+    return lock_dir or Path(os.environ.get("FARM_IMAGE_LOCK_DIR") or Path(tempfile.gettempdir()) / "farm-image-locks")
+
+
+def _failure_marker(tag: str, scope: str, lock_dir: Path | None) -> Path:
+    """Where a failed build of ``tag`` is recorded for the run ``scope``, for every process."""
+    key = hashlib.sha256(scope.encode()).hexdigest()[:16]
+    return _lock_dir(lock_dir) / f"{_sanitise(tag)}.{key}.failed"
+
+
 @contextlib.asynccontextmanager
 async def tag_lock(tag: str, lock_dir: Path | None = None) -> AsyncIterator[None]:
     """An exclusive cross-process lock per tag (flock; polled so that cancellation is clean)."""
-    folder = lock_dir or Path(os.environ.get("FARM_IMAGE_LOCK_DIR") or Path(tempfile.gettempdir()) / "farm-image-locks")
+    folder = _lock_dir(lock_dir)
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / (_sanitise(tag) + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -310,8 +321,11 @@ def failing_step(log: str) -> str | None:
 
 
 async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_dir: Path | None = None,
-                      after: str = "", registry: str | None = None) -> EnsuredImage:
+                      after: str = "", registry: str | None = None, scope: str | None = None) -> EnsuredImage:
     """Build the task's Dockerfile under its content-hashed tag, or reuse the tag if it exists.
+
+    ``scope`` (a run id): a failed build is also recorded on disk for that run, so trials of
+    the task in other worker processes of the same run fail at once instead of rebuilding.
 
     Raises:
         SandboxStartError: ``image_build`` with the failing step and the log tail.
@@ -325,11 +339,16 @@ async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_di
     if tag in _failed_builds:
         raise SandboxStartError(_failed_builds[tag] + "\n(failed earlier in this process; not rebuilt)",
                                 reason="image_build")
+    marker = _failure_marker(tag, scope, lock_dir) if scope else None
     async with tag_lock(tag, lock_dir):
         facts = await inspect_image(binary, tag)
         if facts is not None:
             prov = ImageProvenance("cached", facts.image_id, 0.0, facts.standin)
             return EnsuredImage(tag, facts, prov, replay=False)
+        if marker is not None and marker.is_file():
+            msg = marker.read_text(errors="replace")
+            _failed_builds[tag] = msg
+            raise SandboxStartError(msg + "\n(failed earlier in this run; not rebuilt)", reason="image_build")
         args = ["build", pull_flag(await engine_kind(binary), pull), "-f", str(dockerfile), "-t", tag,
                 "--label", f"{TASK_LABEL}={task.benchmark}/{task.task_id}", "--label", f"{DIGEST_LABEL}={digest}",
                 str(context)]
@@ -345,6 +364,8 @@ async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_di
             msg = (f"task {task.task_id}: building {dockerfile} as {tag} {why} after {build_s:.0f} s at "
                    f"step {step}; log tail:\n{log[-2500:]}")
             _failed_builds[tag] = msg
+            if marker is not None:
+                marker.write_text(msg)
             error = SandboxStartError(msg, reason="image_build")
             error.build_log = log.encode()  # type: ignore[attr-defined]
             raise error

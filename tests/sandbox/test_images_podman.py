@@ -56,9 +56,10 @@ def _task(tmp_path: Path, dockerfile: str, tags: list[str], **kw: Any) -> Task:
     return task
 
 
-def _sandbox(task: Task, policy: str = "pull-or-build", pull: str = "never") -> ContainerSandbox:
+def _sandbox(task: Task, policy: str = "pull-or-build", pull: str = "never",
+             run_id: str = "run-images") -> ContainerSandbox:
     cfg = DockerSandboxConfig(engine="podman", toolbox_image=TOOLBOX_IMAGE, pull=pull)
-    return ContainerSandbox(task, cfg, run_id="run-images", trial_key=uuid.uuid4().hex, network="no-network",
+    return ContainerSandbox(task, cfg, run_id=run_id, trial_key=uuid.uuid4().hex, network="no-network",
                             image_policy=policy)
 
 
@@ -118,7 +119,8 @@ async def test_built_image_holds_file_env_workdir_and_a_second_start_reuses_it(
 async def test_a_failing_run_is_an_image_build_error_with_step_and_log_and_is_not_rebuilt(
         podman_env: dict[str, str], tmp_path: Path, tags: list[str]) -> None:
     task = _task(tmp_path, f"FROM {BASE_IMAGE}\nRUN echo about to fail\nRUN echo broken >&2; exit 3\n", tags)
-    sb = _sandbox(task, policy="build")
+    run = f"run-{uuid.uuid4().hex[:6]}"
+    sb = _sandbox(task, policy="build", run_id=run)
     with pytest.raises(SandboxStartError) as e:
         await sb.start()
     assert e.value.reason == "image_build"
@@ -126,11 +128,22 @@ async def test_a_failing_run_is_an_image_build_error_with_step_and_log_and_is_no
     log = sb.stats.artifacts[images.LOG_ARTIFACT].decode()
     assert "about to fail" in log and "broken" in log
     assert _podman("container", "exists", sb.name).returncode != 0
-    again = _sandbox(task, policy="build")
+    again = _sandbox(task, policy="build", run_id=run)
     t0 = time.monotonic()
-    with pytest.raises(SandboxStartError, match="not rebuilt") as e2:
+    with pytest.raises(SandboxStartError, match="failed earlier in this process; not rebuilt") as e2:
         await again.start()
     assert e2.value.reason == "image_build" and time.monotonic() - t0 < 5
+    # another worker process of the same run (its memory is empty) reads the run's record
+    images.forget_failures()
+    with pytest.raises(SandboxStartError, match="failed earlier in this run; not rebuilt") as e3:
+        await _sandbox(task, policy="build", run_id=run).start()
+    assert "RUN echo broken >&2; exit 3" in str(e3.value)
+    # a new run builds again (the failure may have been transient)
+    images.forget_failures()
+    other = _sandbox(task, policy="build", run_id=f"run-{uuid.uuid4().hex[:6]}")
+    with pytest.raises(SandboxStartError) as e4:
+        await other.start()
+    assert "not rebuilt" not in str(e4.value) and images.LOG_ARTIFACT in other.stats.artifacts
 
 
 async def test_pull_policy_never_builds_and_pull_or_build_prefers_a_present_image(
