@@ -94,8 +94,10 @@ tb2-oracle: images
 # pin that benchmark's test.sh files install (large ML frameworks excepted, see --exclude).
 VERIFIER_CACHE ?= build/verifier-cache
 VERIFIER_CACHE_TASKS ?=
+# more builder flags, e.g. --pythons 3.13 (python -m farm.grade.verifier_cache --help)
+VERIFIER_CACHE_ARGS ?=
 VERIFIER_CACHE_APT := patchelf
 .PHONY: verifier-cache
 verifier-cache: setup
 	@$(MAKE) --no-print-directory system-deps APT="$(VERIFIER_CACHE_APT)"
-	$(PY) -m farm.grade.verifier_cache $(VERIFIER_CACHE) $(foreach d,$(VERIFIER_CACHE_TASKS),--tasks $(d))
+	$(PY) -m farm.grade.verifier_cache $(VERIFIER_CACHE) $(foreach d,$(VERIFIER_CACHE_TASKS),--tasks $(d)) $(VERIFIER_CACHE_ARGS)

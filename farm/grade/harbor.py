@@ -128,6 +128,8 @@ async def stage_verifier_cache(sandbox: Sandbox, cache: VerifierCacheConfig, env
     variables = {"UV_FIND_LINKS": wheels, "PIP_FIND_LINKS": wheels, "UV_PYTHON_DOWNLOADS": "never"}
     if cache.offline:
         variables |= {"UV_OFFLINE": "1", "PIP_NO_INDEX": "1"}
+    else:  # uv's built-in roots do not know a site's TLS-inspecting proxy; the image's CA store does
+        variables["UV_NATIVE_TLS"] = "1"
     python = ("the image's own python3.13 (bundle not staged)" if "has-python" in has
               else f"python {man.python_version} appended to PATH")
     header = (f"[farm verifier-cache] staged {cache.dir} ({', '.join(parts)}) at {STAGE_DIR} in {stage_s:.2f}s "

@@ -19,7 +19,8 @@ any non-zero exit, so a download that fails looks exactly like a wrong answer. T
    ``verifier_setup``; once tests ran, reward 0 is the agent's (``unresolved``). A reward of 1
    is never overridden.
 
-The first matching line is quoted in the row's error, so a reader can check the verdict.
+The last matching line (the failure that stopped the verifier) is quoted in the row's error,
+so a reader can check the verdict.
 """
 
 from __future__ import annotations
@@ -64,12 +65,14 @@ class SetupVerdict:
 
 
 def setup_failure(output: str) -> SetupVerdict | None:
-    """The earliest line of ``output`` that shows a tool download or install failing."""
+    """The last line of ``output`` that shows a tool download or install failing: the one that
+    stopped the verifier (an earlier one, such as the uv installer's download when uv was
+    staged anyway, may have been harmless)."""
     best: tuple[int, SetupVerdict] | None = None
     for kind, rx in SETUP_FAILURES:
-        m = rx.search(output)
-        if m is not None and (best is None or m.start() < best[0]):
-            best = (m.start(), SetupVerdict(m.group(0).strip()[:300], kind))
+        for m in rx.finditer(output):
+            if best is None or m.start() > best[0]:
+                best = (m.start(), SetupVerdict(m.group(0).strip()[:300], kind))
     return best[1] if best else None
 
 

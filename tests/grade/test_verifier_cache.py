@@ -165,4 +165,5 @@ async def test_staging_places_uv_only_where_absent_and_appends_python_to_the_end
     assert "uv=kept uvx=kept env=kept" in kept_header and "(wheels) at" in kept_header
     assert "the image's own python3.13 (bundle not staged)" in kept_header
     assert "image-uv" in kept_lines and "/app/bin/python3.13" in kept_lines and "UV_OFFLINE=1" not in kept.output
+    assert "UV_NATIVE_TLS=1" in kept_header and "UV_NATIVE_TLS=1" not in header  # online: the image's CA store
     assert not next(ln for ln in kept_lines if ln.startswith("PATH=")).endswith("/python/bin")

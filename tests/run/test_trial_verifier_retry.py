@@ -78,7 +78,7 @@ async def test_retries_exhausted_is_infra_error_verifier_setup_never_unresolved(
     out, opened = await _trial(tmp_path, sh, "grade.verifier_retries=2")
     row = out.result
     assert (row.status, row.error_class, row.verifier_runs, row.reward) == ("infra_error", "verifier_setup", 3, None)
-    assert row.error.endswith("/root/.local/bin/env: No such file or directory (verifier ran 3 times)")
+    assert row.error.endswith("line 3: uvx: command not found (verifier ran 3 times)")
     assert sorted(out.artifacts) >= ["patch.diff", "verifier-2.txt", "verifier-3.txt", "verifier.txt"]
     assert opened == [("agent", None)] and not retryable(row)  # nor is the attempt re-run (a second agent run)
 
