@@ -83,10 +83,14 @@ images: setup
 # add farm options (e.g. TB2_ARGS="benchmark.limit=10").
 TB2_DIR ?= ../shared/fixtures/terminal-bench-2.0
 TB2_OUT ?= build/tb2-oracle
+# the verifier cache with every pin the TB2 test.sh files install (~1.5 GB, outside the repo)
+TB2_VERIFIER_CACHE ?= $(FARM_IMAGES_CACHE)/verifier-cache-tb2
 tb2-oracle: images
+	@$(MAKE) --no-print-directory verifier-cache VERIFIER_CACHE=$(TB2_VERIFIER_CACHE) VERIFIER_CACHE_TASKS=$(TB2_DIR)
 	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(FARM_IMAGES_CACHE)/containers.conf} $(VENV)/bin/farm run \
 	  agent=oracle sandbox=docker sandbox.docker.engine=podman sandbox.image_policy=build sandbox.docker.pull=never \
-	  benchmark.path=$(TB2_DIR) store.uri=$(TB2_OUT) run.executor=local run.max_in_flight=1 $(TB2_ARGS)
+	  benchmark.path=$(TB2_DIR) store.uri=$(TB2_OUT) run.executor=local run.max_in_flight=1 \
+	  grade.verifier_cache.dir=$(TB2_VERIFIER_CACHE) $(TB2_ARGS)
 
 # The verifier cache (docs/grading.md): uv, the pinned pytest wheels and a relocatable CPython
 # 3.13, from PyPI and deb.debian.org only; pass it to runs as grade.verifier_cache.dir=$(VERIFIER_CACHE).
