@@ -38,6 +38,7 @@ class GradeResult:
     error: str | None = None
     duration_s: float = 0.0
     stage_s: float | None = None  # time spent uploading and placing the verifier cache
+    runs: int = 1  # verifier runs behind this result (>1: verifier-only retries, farm/run/trial.py)
 
     @property
     def valid(self) -> bool:

@@ -171,10 +171,50 @@ async def _grade(
     except BaseException:
         await _close_quietly(fresh)
         raise
-    ok, out = await apply_patch(fresh, task.workdir, patch)
-    if not ok:
-        return GradeResult(0.0, False, out, None, None), fresh
-    return await run_harbor_verifier(task, fresh, cache), fresh
+    try:
+        ok, out = await apply_patch(fresh, task.workdir, patch)
+        if not ok:
+            return GradeResult(0.0, False, out, None, None), fresh
+        return await run_harbor_verifier(task, fresh, cache), fresh
+    except BaseException:  # a lost verifier sandbox: nobody else holds it to close it
+        await _close_quietly(fresh)
+        raise
+
+
+async def grade_retrying(task: Task, cfg: FarmConfig, sandbox: Sandbox | None, patch: str,
+                         factory: Callable[..., Sandbox], used: list[Sandbox]) -> tuple[GradeResult, list[str]]:
+    """Grade, re-running only the verifier while it could not set itself up (up to
+    ``grade.verifier_retries`` more times): in place on ``sandbox`` when given, else each run in
+    a new verifier sandbox from the captured patch (appended to ``used``, closed before the
+    next one starts). Returns the last result, with ``runs`` and the summed ``duration_s``,
+    and every run's output."""
+    outputs: list[str] = []
+    total = 0.0
+    while True:
+        grade, verifier_sandbox = await _grade(task, cfg, sandbox, patch, factory)
+        outputs.append(grade.output)
+        total += grade.duration_s
+        if verifier_sandbox is not None:
+            used.append(verifier_sandbox)
+            await _close_quietly(verifier_sandbox)
+        if grade.error_class != "verifier_setup" or len(outputs) > cfg.grade.verifier_retries:
+            break
+    error = grade.error
+    if error is not None and len(outputs) > 1:
+        error = f"{error} (verifier ran {len(outputs)} times)"
+    return replace(grade, runs=len(outputs), duration_s=total, error=error), outputs
+
+
+async def grade_patch(task: Task, cfg: FarmConfig, patch: str, factory: Callable[..., Sandbox]) -> GradeResult:
+    """Fresh grading of a captured patch exactly as a trial does it, verifier retries included
+    (``farm regrade``). ``factory`` is open_sandbox's signature with the trial's ids bound."""
+    used: list[Sandbox] = []
+    try:
+        grade, _ = await grade_retrying(task, cfg, None, patch, factory, used)
+    finally:
+        for sb in used:
+            await _close_quietly(sb)
+    return grade
 
 
 async def run_trial(
@@ -278,26 +318,14 @@ async def run_trial(
         if mode == "fresh":
             await _close_quietly(sandbox)  # free its resources before the verifier's sandbox starts
             sandbox = None
-        # a verifier that could not set itself up is re-run on the same work, never the agent:
-        # in place on the agent's sandbox, or in a new verifier sandbox from the captured patch
-        row.verifier_runs = 0
-        verify_s = 0.0
-        while True:
-            grade, verifier_sandbox = await _grade(task, cfg, sandbox, patch, factory)
-            row.verifier_runs += 1
-            verify_s += grade.duration_s
-            name = "verifier.txt" if row.verifier_runs == 1 else f"verifier-{row.verifier_runs}.txt"
-            artifacts[name] = grade.output.encode("utf-8", errors="replace")
-            if verifier_sandbox is not None:
-                used.append(verifier_sandbox)
-                await _close_quietly(verifier_sandbox)  # before the next one starts
-            if grade.error_class != "verifier_setup" or row.verifier_runs > cfg.grade.verifier_retries:
-                break
-        row.verify_s = verify_s
+        grade, outputs = await grade_retrying(task, cfg, sandbox, patch, factory, used)
+        for i, text in enumerate(outputs, 1):
+            artifacts["verifier.txt" if i == 1 else f"verifier-{i}.txt"] = text.encode("utf-8", errors="replace")
+        row.verifier_runs = grade.runs
+        row.verify_s = grade.duration_s
         row.reward = grade.reward
         if not grade.valid:
-            runs = f" (verifier ran {row.verifier_runs} times)" if row.verifier_runs > 1 else ""
-            return finish("infra_error", grade.error_class, f"{grade.error}{runs}")
+            return finish("infra_error", grade.error_class, grade.error)
         return finish("resolved" if grade.resolved else "unresolved")
     except SandboxStartError as exc:  # the fresh verifier sandbox
         return finish("infra_error", start_error_class(exc), str(exc))

@@ -146,3 +146,30 @@ def _row(error_class: str) -> TrialResult:
                                        ("sandbox_start:image_pull", True), ("sandbox_lost", True)])
 def test_an_image_build_or_a_verifier_set_up_is_not_retried_at_the_attempt_level(cls: str, again: bool) -> None:
     assert retryable(_row(cls)) is again
+
+
+ANSWER_PATCH = ("diff --git a/answer.txt b/answer.txt\nnew file mode 100644\n--- /dev/null\n+++ b/answer.txt\n"
+                "@@ -0,0 +1 @@\n+fixed\n")
+
+
+@pytest.mark.parametrize("sh,status,runs", [
+    ("#!/bin/bash\n" + REWARD, True, 1),
+    ("#!/bin/bash\nuvx -p 3.13 pytest /tests || echo 0 > /logs/verifier/reward.txt\n", False, 3),
+])
+async def test_grade_patch_grades_fresh_with_the_trials_retries(tmp_path: Path, sh: str, status: bool,
+                                                                runs: int) -> None:
+    from farm.run.trial import grade_patch
+
+    make_task(tmp_path / "tasks", "t", sh, solve_sh=None)
+    (task,) = load_harbor_dir(tmp_path / "tasks", "builtin")
+    cfg = load_config([f"sandbox.local.root_dir={tmp_path / 'sandboxes'}", "grade.verifier_retries=2"])
+    roles: list[str] = []
+
+    def factory(task, section, **kw):  # noqa: ANN001 - open_sandbox's signature
+        roles.append(kw["role"])
+        return open_sandbox(task, section, run_id="r", trial_key="k", attempt=1, **kw)
+
+    res = await grade_patch(task, cfg, ANSWER_PATCH, factory)
+    assert (res.resolved, res.runs) == (status, runs) and roles == ["verifier"] * runs
+    if not status:
+        assert res.error_class == "verifier_setup" and res.error.endswith("(verifier ran 3 times)")
