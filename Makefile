@@ -9,9 +9,10 @@ PIP := $(VENV)/bin/pip
 # Debian packages the tests use, installed only when missing: bubblewrap (local sandboxes),
 # git (tasks are repositories), chromium (report screenshot), podman + runc + debootstrap
 # (the generated Pod manifests run in a real container runtime); slirp4netns gives
-# public-network sandboxes internet access without the host's loopback.
+# public-network sandboxes internet access without the host's loopback; docker-registry is a
+# real image registry on 127.0.0.1 for `farm images build --push`.
 RUN_APT := bubblewrap git slirp4netns
-TEST_APT := $(RUN_APT) chromium podman runc debootstrap
+TEST_APT := $(RUN_APT) chromium podman runc debootstrap docker-registry
 
 .PHONY: setup test-setup system-deps run test test-fast lint serve-stack clean
 

@@ -99,18 +99,27 @@ async def check_arm_endpoint(cfg: FarmConfig) -> EndpointInfo:
 
 
 SANDBOX_TRIES = 3  # tasks tried before the backend (not a task) is blamed
+# start failures that are the task's own (its Dockerfile does not build here, a build step
+# fails): the next task is tried, and such failures never count against the backend
+TASK_START_REASONS = ("image_build", "build_step")
+MAX_TASK_FAILURES = 10
 
 
 async def check_sandbox_start(cfg: FarmConfig, tasks: list[Task], run_id: str) -> None:
     """Start (and close) one sandbox on the arm's backend, trying up to SANDBOX_TRIES tasks.
 
-    A task whose own files break its start (a COPY source missing, ...) is that task's problem,
-    recorded by its trials as ``task_unsupported``; the next task is tried instead.
+    A task whose own files break its start (a COPY source missing, a Dockerfile that does not
+    build) is that task's problem, recorded by its trials (``task_unsupported``,
+    ``sandbox_start:image_build``); the next task is tried instead. When every task tried
+    failed for such a reason of its own, the backend is not blamed and the run goes on.
 
     Raises:
         PreflightError: naming the backend, the task and the cause, when no sandbox started.
     """
-    for task in tasks[:SANDBOX_TRIES]:
+    tried = own_failures = 0
+    for task in tasks:
+        if tried >= SANDBOX_TRIES or own_failures >= MAX_TASK_FAILURES:
+            return
         sandbox = open_sandbox(task, cfg.sandbox, network=task.agent_network, run_id=run_id,
                                trial_key="preflight", attempt=0, role="agent")
         try:
@@ -121,6 +130,9 @@ async def check_sandbox_start(cfg: FarmConfig, tasks: list[Task], run_id: str) -
                                      f"started but `true` exited {result.exit_code}: {result.output[:200]!r}")
             return
         except SandboxError as exc:
+            if getattr(exc, "reason", None) in TASK_START_REASONS:
+                own_failures += 1
+                continue
             raise PreflightError(
                 f"sandbox.backend={cfg.sandbox.backend} could not start a sandbox for task {task.task_id!r}: "
                 f"{type(exc).__name__}: {exc} (run.preflight_sandbox=false skips this check)"
@@ -133,6 +145,7 @@ async def check_sandbox_start(cfg: FarmConfig, tasks: list[Task], run_id: str) -
                 await sandbox.close()
             except Exception:  # noqa: BLE001 - the start's own failure is the message that matters
                 pass
+        tried += 1
 
 
 async def run_preflight(arms: dict[str, FarmConfig], tasks: list[Task],

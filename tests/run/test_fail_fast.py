@@ -150,3 +150,20 @@ def test_the_breaker_cancels_trials_in_flight_and_they_write_no_row(
     assert sorted(r["task_id"] for r in rows) == ["t0", "t1"]
     assert summary.unfinished == 2 and summary.infra_left == 2
     assert elapsed < 30, f"the sleeping trial was waited for: {elapsed:.1f}s"
+
+
+def test_a_task_whose_own_build_fails_does_not_stop_the_run_at_preflight(tmp_path: Path) -> None:
+    # sorted first, so the preflight tries it first: its Dockerfile's RUN fails on every backend
+    root = tmp_path / "tasks"
+    for name in ("a-broken-build", "b-also-broken"):
+        d = make_task(root, name, CHECK_ANSWER)
+        df = d / "environment" / "Dockerfile"
+        df.write_text(df.read_text() + "RUN echo 'this task cannot build here' && false\n")
+    make_task(root, "c-fine", CHECK_ANSWER)
+    cfg = load_config(_overrides(tmp_path, root, "agent=oracle", "run.max_attempts=2"))
+    summary = asyncio.run(run_experiment(cfg))
+    rows = ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id).to_pylist()
+    by_task = {r["task_id"]: (r["status"], r["error_class"]) for r in rows}
+    assert by_task["c-fine"] == ("resolved", None)
+    assert by_task["a-broken-build"][0] == "infra_error" and "build_step" in by_task["a-broken-build"][1]
+    assert by_task["b-also-broken"] == by_task["a-broken-build"]
