@@ -10,9 +10,9 @@ PIP := $(VENV)/bin/pip
 # git (tasks are repositories), chromium (report screenshot), podman + runc + debootstrap
 # (the generated Pod manifests run in a real container runtime); slirp4netns gives
 # public-network sandboxes internet access without the host's loopback; docker-registry is a
-# real image registry on 127.0.0.1 for `farm images build --push`.
+# real image registry on 127.0.0.1 for `farm images build --push`; patchelf builds the verifier cache.
 RUN_APT := bubblewrap git slirp4netns
-TEST_APT := $(RUN_APT) chromium podman runc debootstrap docker-registry
+TEST_APT := $(RUN_APT) chromium podman runc debootstrap docker-registry patchelf
 
 .PHONY: setup test-setup system-deps run test test-fast lint serve-stack clean
 
