@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from farm.config import VerifierCacheConfig
-from farm.grade.verifier_cache import STAGE_DIR, load_manifest
+from farm.grade.verifier_cache import STAGE_DIR, Manifest, load_manifest, wheels_for
 from farm.grade.verifier_setup import classify
 from farm.sandbox.base import Sandbox
 from farm.tasks.model import Task
@@ -96,12 +100,30 @@ async def _read_optional(sandbox: Sandbox, path: str) -> str | None:
 _ENV_FILE = 'case ":$PATH:" in *":{bin}:"*) ;; *) PATH="{bin}:$PATH"; export PATH ;; esac\n'
 
 
-async def stage_verifier_cache(sandbox: Sandbox, cache: VerifierCacheConfig, env: dict[str, str]) -> tuple[
-        dict[str, str], str, str, float]:
+async def _upload_wheels(sandbox: Sandbox, man: Manifest, files: list[str] | None) -> str:
+    """Send the wheels (all, or only ``files``) to STAGE_DIR/wheels; says how many went."""
+    src = man.root / "wheels"
+    if files is None:
+        await sandbox.upload(src, f"{STAGE_DIR}/wheels")
+        return f"all {len(man.data['wheels'])} wheels"
+    with tempfile.TemporaryDirectory(prefix="farm-wheels-") as tmp:
+        for name in files:
+            if (src / name).is_file():
+                try:
+                    os.link(src / name, Path(tmp) / name)
+                except OSError:  # another filesystem, or a read-only cache: copy
+                    shutil.copy2(src / name, Path(tmp) / name)
+        await sandbox.upload(Path(tmp), f"{STAGE_DIR}/wheels")
+    return f"{len(files)} of {len(man.data['wheels'])} wheels (the pins test.sh names)"
+
+
+async def stage_verifier_cache(sandbox: Sandbox, cache: VerifierCacheConfig, env: dict[str, str],
+                               test_sh: str = "") -> tuple[dict[str, str], str, str, float]:
     """Upload the cache to STAGE_DIR and put uv where the astral installer would, when absent.
 
-    Only what the sandbox lacks travels: uv when ~/.local/bin has none, the python bundle when
-    no python3.13 is on PATH (an image's own python always wins). Returns the variables test.sh
+    Only what the verifier can use travels: the wheels of the default tool pins and of the pins
+    ``test_sh`` names, uv when ~/.local/bin has none, the python bundle when no python3.13 is on
+    PATH (an image's own python always wins). Returns the variables test.sh
     gets, the PATH suffix for its command line, the header line the verifier output starts
     with, and the seconds staging took."""
     assert cache.dir is not None
@@ -111,8 +133,9 @@ async def stage_verifier_cache(sandbox: Sandbox, cache: VerifierCacheConfig, env
                                "command -v python3.13 >/dev/null && echo has-python; true", timeout_s=60, cwd="/",
                                env=env or None)
     has = set(probe.stdout.split())
-    parts = ["wheels"] + ([] if "has-uv" in has else ["bin"]) + ([] if "has-python" in has else ["python"])
+    parts = ([] if "has-uv" in has else ["bin"]) + ([] if "has-python" in has else ["python"])
     await sandbox.exec(f"mkdir -p {STAGE_DIR}", timeout_s=60, cwd="/")
+    sent = await _upload_wheels(sandbox, man, wheels_for(man, test_sh))
     for part in parts:
         await sandbox.upload(man.root / part, f"{STAGE_DIR}/{part}")
     place = (
@@ -133,7 +156,8 @@ async def stage_verifier_cache(sandbox: Sandbox, cache: VerifierCacheConfig, env
         variables["UV_NATIVE_TLS"] = "1"
     python = ("the image's own python3.13 (bundle not staged)" if "has-python" in has
               else f"python {man.python_version} appended to PATH")
-    header = (f"[farm verifier-cache] staged {cache.dir} ({', '.join(parts)}) at {STAGE_DIR} in {stage_s:.2f}s "
+    what = ", ".join([sent, *parts])
+    header = (f"[farm verifier-cache] staged {cache.dir} ({what}) at {STAGE_DIR} in {stage_s:.2f}s "
               f"({man.summary()}); ~/.local/bin: {placed}; {python}; "
               + " ".join(f"{k}={v}" for k, v in sorted(variables.items())) + "\n")
     suffix = "" if "has-python" in has else f'export PATH="$PATH:{STAGE_DIR}/python/bin"; '
@@ -160,7 +184,11 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
     await sandbox.upload(task.verifier.tests_dir, "/tests")
     env, prefix, header, stage_s = dict(task.verifier.env), "", "", None
     if cache is not None and cache.dir:
-        variables, prefix, header, stage_s = await stage_verifier_cache(sandbox, cache, env)
+        try:
+            test_sh = (task.verifier.tests_dir / "test.sh").read_text(errors="replace")
+        except OSError:
+            test_sh = ""  # bash reports the missing script itself
+        variables, prefix, header, stage_s = await stage_verifier_cache(sandbox, cache, env, test_sh)
         env = variables | env  # the task's own verifier variables win
     run = await sandbox.exec(
         prefix + "bash /tests/test.sh",

@@ -39,7 +39,7 @@ from pathlib import Path
 
 STAGE_DIR = "/tmp/farm-verifier"  # where the sandbox gets the cache (the python's ELF interpreter lives here)
 MANIFEST = "manifest.json"
-FORMAT = 1
+FORMAT = 1  # "closure" (pin -> wheel files) is optional: a cache without it is staged whole
 UV_VERSION = "0.9.5"  # what the TB2 verifiers install
 PYTHON_VERSIONS = ("3.11", "3.12", "3.13")
 # the pins TB2's verifiers name for their test runner (uvx -w ..., pip install ...)
@@ -121,10 +121,7 @@ def scan_pins(task_dirs: list[Path], exclude: tuple[str, ...] = DEFAULT_EXCLUDE)
     pins: set[str] = set()
     for root in task_dirs:
         for script in sorted(Path(root).glob("*/tests/test.sh")):
-            text = script.read_text(errors="replace").replace("\\\n", " ")
-            pins.update(_UVX_WITH.findall(text))
-            for args in _PIP_INSTALL.findall(text):
-                pins.update(tok for tok in args.split() if _PIN.match(tok))
+            pins.update(pins_in(script.read_text(errors="replace")))
     skip = {name.lower() for name in exclude}
     return sorted(p for p in pins if re.split(r"[=\[]", p)[0].lower() not in skip)
 
@@ -166,22 +163,50 @@ def fetch_uv(pip: list[str], work: Path, out: Path, version: str) -> dict:
     return {"version": version, "wheel": wheels[0].name, "sha256": _sha256(wheels[0])}
 
 
-def fetch_wheels(pip: list[str], out: Path, reqs: list[str], pythons: tuple[str, ...]) -> list[str]:
-    """Download ``reqs`` (with dependencies) for each CPython; return the pins some version lacks."""
+def fetch_wheels(pip: list[str], work: Path, out: Path, reqs: list[str],
+                 pythons: tuple[str, ...]) -> tuple[dict[str, list[str]], list[str]]:
+    """Download each pin (with its dependencies) for each CPython, one at a time so that the
+    files each pin needs are known (staging sends only those). Returns pin -> wheel files (over
+    all versions) and the pins some version has no wheel for."""
     dest = out / "wheels"
     dest.mkdir(parents=True, exist_ok=True)
+    closure: dict[str, set[str]] = {req: set() for req in reqs}
     missing: list[str] = []
     for py in pythons:
         abi = "cp" + py.replace(".", "")
         flags = ["--python-version", py, "--implementation", "cp", "--abi", abi]
         for plat in WHEEL_PLATFORMS:
             flags += ["--platform", plat]
-        if _pip_download(pip, dest, reqs, flags).returncode == 0:
-            continue
-        for req in reqs:  # one unavailable pin must not cost the others
-            if _pip_download(pip, dest, [req], flags).returncode != 0:
+        for req in reqs:  # pip's own HTTP cache makes a dependency shared by many pins cheap
+            got = Path(tempfile.mkdtemp(prefix="pin-", dir=work))
+            if _pip_download(pip, got, [req], flags).returncode != 0:
                 missing.append(f"{req} (cp{py})")
-    return missing
+            for f in got.iterdir():
+                closure[req].add(f.name)
+                if not (dest / f.name).exists():
+                    f.rename(dest / f.name)
+            shutil.rmtree(got)
+    return {req: sorted(files) for req, files in closure.items()}, missing
+
+
+def pins_in(text: str) -> set[str]:
+    """The ``name==version`` pins one test.sh installs (uvx -w / --with, pip / uv pip install)."""
+    text = text.replace("\\\n", " ")
+    pins = set(_UVX_WITH.findall(text))
+    for args in _PIP_INSTALL.findall(text):
+        pins.update(tok for tok in args.split() if _PIN.match(tok))
+    return pins
+
+
+def wheels_for(man: Manifest, test_sh: str) -> list[str] | None:
+    """The wheel files a verifier needs: those of the default tool pins and of every pin its
+    test.sh names; None (send them all) for a cache without per-pin records or a test.sh that
+    installs from a requirements file."""
+    closure = man.data.get("closure")
+    if not closure or re.search(r"(?:^|\s)(?:-r|--requirement)\s", test_sh):
+        return None
+    wanted = set(TOOL_REQUIREMENTS) | pins_in(test_sh)
+    return sorted({f for req in wanted for f in closure.get(req, ())})
 
 
 def _debian_index(work: Path, mirror: str, suite: str) -> tuple[dict[str, dict[str, str]], str]:
@@ -307,7 +332,7 @@ def build(out: Path, reqs: list[str], *, pythons: tuple[str, ...] = PYTHON_VERSI
         work.mkdir()
         stage.mkdir()
         uv = fetch_uv(pip, work, stage, uv_version)
-        missing = fetch_wheels(pip, stage, reqs, pythons)
+        closure, missing = fetch_wheels(pip, work, stage, reqs, pythons)
         python = fetch_python(work, stage, mirror, suite)
         wheels = [{"file": w.name, "sha256": _sha256(w)} for w in sorted((stage / "wheels").glob("*.whl"))]
         tools = [{"tool": "uv", "version": uv_version, "sha256": uv["sha256"]},
@@ -317,7 +342,7 @@ def build(out: Path, reqs: list[str], *, pythons: tuple[str, ...] = PYTHON_VERSI
                   for w in wheels]
         data = {"format": FORMAT, "stage_dir": STAGE_DIR, "spec_sha256": spec, "built_at": time.time(),
                 "build_s": round(time.monotonic() - t0, 1), "requirements": sorted(reqs), "pythons": list(pythons),
-                "uv": uv, "python": python, "wheels": wheels, "missing": missing, "tools": tools,
+                "uv": uv, "python": python, "wheels": wheels, "closure": closure, "missing": missing, "tools": tools,
                 "bytes": sum(f.stat().st_size for f in stage.rglob("*") if f.is_file() and not f.is_symlink())}
         (stage / MANIFEST).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
         old = Path(tmp) / "old"

@@ -151,7 +151,10 @@ async def test_staging_places_uv_only_where_absent_and_appends_python_to_the_end
     finally:
         await sb.close()
     header, *lines = res.output.splitlines()
-    staged = f"[farm verifier-cache] staged {verifier_cache} (wheels, bin, python) at {vc.STAGE_DIR} in "
+    man = vc.load_manifest(verifier_cache)
+    n = len(vc.wheels_for(man, sh))
+    staged = (f"[farm verifier-cache] staged {verifier_cache} ({n} of {len(man.data['wheels'])} wheels "
+              f"(the pins test.sh names), bin, python) at {vc.STAGE_DIR} in ")
     assert header.startswith(staged)
     assert "uv=placed uvx=placed env=placed" in header and "UV_OFFLINE=1" in header
     assert lines[:2] == ["/root/.local/bin/uv", f"uv {vc.UV_VERSION}"]
@@ -162,8 +165,22 @@ async def test_staging_places_uv_only_where_absent_and_appends_python_to_the_end
             f"UV_FIND_LINKS={vc.STAGE_DIR}/wheels", f"PIP_FIND_LINKS={vc.STAGE_DIR}/wheels"} <= set(lines)
     assert res.resolved and res.stage_s is not None and 0 < res.stage_s < 60
     kept_header, *kept_lines = kept.output.splitlines()
-    assert "uv=kept uvx=kept env=kept" in kept_header and "(wheels) at" in kept_header
+    assert "uv=kept uvx=kept env=kept" in kept_header and "(the pins test.sh names)) at" in kept_header
     assert "the image's own python3.13 (bundle not staged)" in kept_header
     assert "image-uv" in kept_lines and "/app/bin/python3.13" in kept_lines and "UV_OFFLINE=1" not in kept.output
     assert "UV_NATIVE_TLS=1" in kept_header and "UV_NATIVE_TLS=1" not in header  # online: the image's CA store
     assert not next(ln for ln in kept_lines if ln.startswith("PATH=")).endswith("/python/bin")
+
+
+def test_staging_sends_the_wheels_of_the_tool_pins_and_of_the_pins_test_sh_names(verifier_cache: Path) -> None:
+    man = vc.load_manifest(verifier_cache)
+    closure = man.data["closure"]
+    base = set(vc.wheels_for(man, "bash run-tests.sh\n"))
+    assert base == {f for req in vc.TOOL_REQUIREMENTS for f in closure[req]}
+    assert "pytest-8.4.1-py3-none-any.whl" in base and "pluggy" in " ".join(base)
+    # a pin the cache does not hold adds nothing (uv then reports it missing: verifier_setup)
+    assert set(vc.wheels_for(man, "uvx -w pytest==8.4.1 -w nosuch==1.0 pytest\n")) == base
+    assert vc.wheels_for(man, "pip install -r /tests/requirements.txt\n") is None  # unknown: send all
+    whole = dict(man.data)
+    del whole["closure"]
+    assert vc.wheels_for(vc.Manifest(man.root, whole), "uvx pytest\n") is None  # an older cache: all
