@@ -307,7 +307,9 @@ def fetch_python(work: Path, out: Path, mirror: str, suite: str) -> dict:
 
 
 def spec_of(reqs: list[str], pythons: tuple[str, ...], uv_version: str, suite: str) -> str:
-    spec = {"format": FORMAT, "stage": STAGE_DIR, "uv": uv_version, "reqs": sorted(reqs), "pythons": list(pythons),
+    # layout 2: the manifest records each pin's files (closure)
+    spec = {"format": FORMAT, "layout": 2, "stage": STAGE_DIR, "uv": uv_version, "reqs": sorted(reqs),
+            "pythons": list(pythons),
             "suite": suite, "debs": list(PYTHON_DEBS)}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
