@@ -118,6 +118,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_regrade(args: argparse.Namespace) -> int:
+    from farm.run.regrade import regrade_command
+
+    store_cfg = _cfg(args)  # only store.* is read from here: the rest is the run's stored config
+    summary = regrade_command(args.run, list(args.overrides), store_cfg=store_cfg, only=args.only)
+    skipped = ", ".join(f"{why}: {n}" for why, n in sorted(summary.skipped.items()))
+    counts = ", ".join(f"{k}={v}" for k, v in sorted(summary.counts.items())) or "none"
+    console.print(f"regraded {summary.regraded} of {summary.selected} selected trials of run [bold]{summary.run_id}[/] "
+                  f"({counts}); {summary.changed} verdicts changed" + (f"; skipped {skipped}" if skipped else ""))
+    _print_report(store_cfg.store.uri, store_cfg.store.endpoint_url, store_cfg.store.region, [summary.run_id])
+    return EXIT_INFRA if summary.counts.get("infra_error") else EXIT_OK
+
+
 # -- tasks -----------------------------------------------------------------------------------
 def cmd_tasks(args: argparse.Namespace) -> int:
     from farm.tasks import cli as tasks_cli
@@ -222,6 +235,16 @@ def build_parser() -> argparse.ArgumentParser:
     ib.add_argument("overrides", nargs="*", default=[])
     ib.add_argument("--config")
     ib.set_defaults(fn=cmd_images)
+    rg = sub.add_parser("regrade", help="re-grade a finished run's stored patches in fresh sandboxes, without "
+                        "re-running agents (docs/integrity.md)")
+    rg.add_argument("run", help="run id")
+    rg.add_argument("--only", choices=("all", "infra", "verifier"), default="all",
+                    help="all graded trials and grading failures (default), every infra_error, or only trials "
+                         "whose grading failed")
+    rg.add_argument("overrides", nargs="*", default=[],
+                    help="on top of the run's stored config (store.* also says where the run is)")
+    rg.add_argument("--config")
+    rg.set_defaults(fn=cmd_regrade)
     v = add("validate", cmd_validate, "load and validate the config and the benchmark")
     v.add_argument("--strict", action="store_true", help=STRICT_HELP)
     v.add_argument("--show", action="store_true", help="print the resolved config")
