@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from farm.config import VerifierCacheConfig
-from farm.grade.verifier_cache import STAGE_DIR, Manifest, load_manifest, wheels_for
+from farm.grade.verifier_cache import STAGE_DIR, CacheError, Manifest, load_manifest, wheels_for
 from farm.grade.verifier_setup import classify
 from farm.sandbox.base import Sandbox
 from farm.tasks.model import Task
@@ -188,7 +188,10 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
             test_sh = (task.verifier.tests_dir / "test.sh").read_text(errors="replace")
         except OSError:
             test_sh = ""  # bash reports the missing script itself
-        variables, prefix, header, stage_s = await stage_verifier_cache(sandbox, cache, env, test_sh)
+        try:
+            variables, prefix, header, stage_s = await stage_verifier_cache(sandbox, cache, env, test_sh)
+        except CacheError as exc:  # the run's configuration, not this trial: say so, do not guess a reward
+            return GradeResult(None, False, "", "verifier_cache", str(exc), time.monotonic() - t0)
         env = variables | env  # the task's own verifier variables win
     run = await sandbox.exec(
         prefix + "bash /tests/test.sh",

@@ -21,9 +21,11 @@ from typing import Any
 import farm
 from farm.config import FarmConfig, config_hash, resolved_agent
 from farm.errors import FarmError
+from farm.grade.hack_scan import scan_steps
 from farm.grade.harbor import GradeResult, run_harbor_verifier
 from farm.grade.patch import PatchError, apply_patch, capture_patch
 from farm.run.endpoint import host_port
+from farm.run.history import HistoryStripError, should_strip, strip_history
 from farm.run.plan import TrialSpec
 from farm.sandbox.base import ImageProvenance, Sandbox, SandboxError, SandboxStartError
 from farm.sandbox.registry import open_sandbox, refusal_reason
@@ -62,8 +64,9 @@ def start_error_class(exc: SandboxError) -> str:
 
 # infra_error classes an attempt-level retry cannot fix: a build of the same content fails the
 # same way, and a verifier that could not set itself up was already re-run without the agent
-# (grade.verifier_retries) — another attempt would only pay for a second agent run
-NOT_RETRYABLE = frozenset({"sandbox_start:image_build", "verifier_setup"})
+# (grade.verifier_retries) — another attempt would only pay for a second agent run; a verifier
+# cache that is not a cache is the run's configuration
+NOT_RETRYABLE = frozenset({"sandbox_start:image_build", "verifier_setup", "verifier_cache"})
 
 
 def retryable(row: TrialResult) -> bool:
@@ -244,6 +247,13 @@ async def run_trial(
     used: list[Sandbox] = []  # every sandbox this attempt created, for cleanup and accounting
 
     def finish(status: str, error_class: str | None = None, error: str | None = None) -> TrialOutcome:
+        if steps:
+            # where the automatic setting judged the history part of the task (not patch-graded,
+            # so not stripped), reading it is no shortcut; an explicit setting keeps the rule
+            auto_kept = cfg.benchmark.strip_history is None and not should_strip(task, None)
+            skip = ("git_history",) if auto_kept else ()
+            row.hack_flags = [f.label() for f in scan_steps(steps, policy=policy, base_commit=row.base_commit,
+                                                            skip=skip)]
         row.status = status
         row.error_class = error_class
         row.error = error
@@ -267,6 +277,17 @@ async def run_trial(
         row.sandbox_start_s = sandbox.stats.start_s
         row.api_calls_start = sandbox.stats.api_calls_start
         _fill_image(row, sandbox.stats.image)
+        strip = should_strip(task, cfg.benchmark.strip_history)
+        if strip:
+            # before the agent's first step: the fix must not be one `git log --all` away
+            try:
+                stripped = await strip_history(sandbox, task.workdir)
+            except HistoryStripError as exc:  # the task's repository is broken: the same every time
+                return finish("infra_error", unsupported_class("history_strip"), str(exc))
+            row.base_commit = stripped.base_commit
+            if stripped.repo:
+                row.history_refs_removed, row.history_objects_removed = stripped.refs_removed, \
+                    stripped.objects_removed
 
         if policy == "oracle" or (policy == "scripted" and task.solution_dir is not None):
             # scripted policies may replay the reference solution too (dry runs of experiments)

@@ -184,3 +184,17 @@ def test_staging_sends_the_wheels_of_the_tool_pins_and_of_the_pins_test_sh_names
     whole = dict(man.data)
     del whole["closure"]
     assert vc.wheels_for(vc.Manifest(man.root, whole), "uvx pytest\n") is None  # an older cache: all
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+async def test_a_cache_dir_that_is_no_cache_is_an_infra_error_naming_it_not_a_reward(tmp_path: Path) -> None:
+    task = _task(tmp_path, "echo 1 > /logs/verifier/reward.txt\n")
+    sb = LocalSandbox(task, root_dir=tmp_path / "sb")
+    await sb.start()
+    try:
+        res = await run_harbor_verifier(task, sb, VerifierCacheConfig(dir=str(tmp_path / "nothing")))
+    finally:
+        await sb.close()
+    assert (res.error_class, res.reward, res.resolved) == ("verifier_cache", None, False)
+    assert res.error == (f"grade.verifier_cache.dir={str(tmp_path / 'nothing')!r} holds no manifest.json: "
+                         "build it with `make verifier-cache`")

@@ -143,6 +143,7 @@ def _row(error_class: str) -> TrialResult:
 
 
 @pytest.mark.parametrize("cls,again", [("sandbox_start:image_build", False), ("verifier_setup", False),
+                                       ("verifier_cache", False),
                                        ("sandbox_start:image_pull", True), ("sandbox_lost", True)])
 def test_an_image_build_or_a_verifier_set_up_is_not_retried_at_the_attempt_level(cls: str, again: bool) -> None:
     assert retryable(_row(cls)) is again
