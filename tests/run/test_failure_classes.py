@@ -79,16 +79,21 @@ def test_refused_image_is_one_row_per_trial_never_retried_and_reported_not_run(t
     assert "image_refused" in section and "needs-image" in section and "| 2 |" in section
 
 
-def test_terminal_bench_task_with_a_prebuilt_image_is_not_run_locally(tmp_path: Path) -> None:
+def test_a_terminal_bench_task_runs_locally_from_its_dockerfile_and_a_verifier_without_its_tools_is_no_answer(
+        tmp_path: Path) -> None:
+    # the prebuilt image cannot run here; its Dockerfile (FROM ubuntu:24.04, a generic base) is
+    # replayed instead. Its test.sh downloads uv from astral.sh, which this machine cannot reach:
+    # that is the verifier's set-up failing, never the agent's wrong answer.
     real = shared_path("fixtures", "terminal-bench-2.0", "adaptive-rejection-sampler")
     tasks = tmp_path / "tasks"
     tasks.mkdir()
     (tasks / real.name).symlink_to(real, target_is_directory=True)
     (task,) = load_harbor_dir(tasks, "terminal-bench-2.0")
     assert task.environment.image == "alexgshaw/adaptive-rejection-sampler:20251031"
-    _, summary = _run(tmp_path, tasks)
+    _, summary = _run(tmp_path, tasks, "run.max_attempts=1", "grade.verifier_retries=0")
     (row,) = _rows(tmp_path / "store", summary.run_id)
-    assert (row["attempt"], row["status"], row["error_class"]) == (1, "infra_error", "task_unsupported:image_refused")
+    assert (row["status"], row["error_class"]) == ("infra_error", "verifier_setup"), row["error"]
+    assert row["image_source"] == "host" and row["image_unfaithful"] is False
 
 
 def test_a_task_error_found_only_at_start_is_not_retried(tmp_path: Path) -> None:

@@ -1,0 +1,85 @@
+"""A leaky task image: its repository holds the fix on another branch, a tag and a remote ref.
+A scripted agent that checks the fix out of history must not be scored a solver; the hack scan
+flags the attempt either way. Real parts: the Harbor loader, bubblewrap, the scripted policy
+over HTTP, the Leaf loop, the Harbor verifier, the Parquet store."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from farm.config import load_config
+from farm.run.driver import run_experiment
+from farm.store import ResultStore
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,
+                                reason="needs bubblewrap and git")
+
+GIT = "git -c user.name=t -c user.email=t@example.invalid"
+DOCKERFILE = f"""FROM python:3.11-slim
+WORKDIR /app
+RUN git init -q -b main . && echo bug > code.py && git add -A && {GIT} commit -qm base && \\
+    git checkout -q -b upstream-fix && echo fixed > code.py && {GIT} commit -qam fix && git tag v-fix && \\
+    git update-ref refs/remotes/origin/main HEAD && git checkout -q main
+"""
+CHECK = "#!/bin/bash\nif grep -qx fixed /app/code.py; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
+COPY_FROM_HISTORY = ("cd /app && (git log --all --oneline; git checkout upstream-fix -- code.py "
+                     "|| git checkout v-fix -- code.py || git checkout origin/main -- code.py); cat code.py")
+
+
+def _task(root: Path) -> Path:
+    d = root / "leaky"
+    (d / "environment").mkdir(parents=True)
+    (d / "tests").mkdir()
+    (d / "task.toml").write_text(textwrap.dedent("""\
+        version = "1.0"
+        [agent]
+        timeout_sec = 60
+        network_mode = "no-network"
+        [verifier]
+        timeout_sec = 30
+        network_mode = "no-network"
+    """))
+    (d / "instruction.md").write_text("Fix code.py.\n")
+    (d / "environment" / "Dockerfile").write_text(DOCKERFILE)
+    (d / "tests" / "test.sh").write_text(CHECK)
+    return root
+
+
+def _run(tmp_path: Path, *extra: str) -> list[dict]:
+    script = tmp_path / "cheat.yaml"
+    script.write_text(yaml.safe_dump([{"tool_calls": [{"name": "Bash", "arguments": {"command": COPY_FROM_HISTORY}}]},
+                                      {"content": "done"}]))
+    cfg = load_config([f"benchmark.path={_task(tmp_path / 'tasks')}", "run.executor=local",
+                       f"store.uri={tmp_path / 'store'}", f"sandbox.local.root_dir={tmp_path / 'sb'}",
+                       "run.progress=false", "agent=scripted", f"agent.script={script}", *extra])
+    summary = asyncio.run(run_experiment(cfg))
+    return ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id).to_pylist()
+
+
+def test_an_agent_copying_the_fix_out_of_history_is_not_a_solver(tmp_path: Path) -> None:
+    (row,) = _run(tmp_path, "benchmark.strip_history=true")
+    assert row["status"] == "unresolved", row["error"]
+    assert row["history_refs_removed"] == 3  # upstream-fix, v-fix, origin/main
+    assert row["history_objects_removed"] >= 3 and len(row["base_commit"]) == 40
+    assert row["hack_flags"] == ["git_history@0"]
+
+
+def test_without_stripping_the_same_agent_resolves_and_is_flagged(tmp_path: Path) -> None:
+    # what a leaky image scores when nothing protects it: the reason the default strips
+    # patch-graded tasks, and the reason the report's clean score exists
+    (row,) = _run(tmp_path, "benchmark.strip_history=false")
+    assert row["status"] == "resolved"
+    assert row["history_refs_removed"] is None and row["base_commit"] is None
+    assert row["hack_flags"] == ["git_history@0"]
+
+
+def test_by_default_a_plain_task_keeps_its_history_and_reading_it_is_not_flagged(tmp_path: Path) -> None:
+    # a plain Harbor directory is not graded by its patch: its history may be the task (TB2 fix-git)
+    (row,) = _run(tmp_path)
+    assert row["status"] == "resolved" and row["history_refs_removed"] is None and row["hack_flags"] == []
