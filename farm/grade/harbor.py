@@ -171,7 +171,14 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
     wd = shlex.quote(task.workdir)
     # Stage agent-created files so verifiers that run `git clean` do not delete them (Leaf does
     # the same); the index is not part of the captured patch, which was taken before.
+    # nothing the agent started may outlive its phase: a daemon could write the reward while the
+    # tests run (in a fresh verifier sandbox there is nothing to kill)
+    await sandbox.kill_leftovers()
     prep = (
+        # a path the agent controlled must not redirect the verifier: /logs, /logs/verifier or
+        # /tests replaced by a symlink (or a file) is removed, never followed
+        "for d in /logs /logs/verifier /tests; do "
+        'if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f "$d"; fi; done && '
         # /tests and /logs may be mount points (bubblewrap binds, pod volumes): empty them, do not remove them
         "mkdir -p /tests /logs/verifier && find /tests /logs/verifier -mindepth 1 -delete && "
         f"if git -C {wd} rev-parse --is-inside-work-tree >/dev/null 2>&1; "
@@ -182,7 +189,8 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
         return GradeResult(None, False, res.output, "verifier_setup", f"preparing /tests failed: {res.output[-500:]}",
                            time.monotonic() - t0)
     await sandbox.upload(task.verifier.tests_dir, "/tests")
-    env, prefix, header, stage_s = dict(task.verifier.env), "", "", None
+    # the agent could write to its user site-packages: a .pth there runs in the verifier's Python
+    env, prefix, header, stage_s = {"PYTHONNOUSERSITE": "1", **task.verifier.env}, "", "", None
     if cache is not None and cache.dir:
         try:
             test_sh = (task.verifier.tests_dir / "test.sh").read_text(errors="replace")

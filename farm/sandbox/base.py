@@ -258,6 +258,16 @@ class Sandbox(Protocol):
         """
         ...
 
+    async def kill_leftovers(self) -> int:
+        """Kill every process the agent's commands left running (daemons, ``setsid``/``nohup``
+        survivors); the sandbox stays usable. Called before an in-place verifier runs, so nothing
+        the agent started can write the reward while the tests run. Returns how many were killed.
+
+        Raises:
+            SandboxError: the sandbox agent could not be reached, or some process survived.
+        """
+        ...
+
     async def close(self) -> None:
         """Stop every process in the sandbox and release it; idempotent, never raises for a
         sandbox that is already gone."""

@@ -17,6 +17,7 @@ from farm.sandbox.base import (
     Capabilities,
     CapabilityError,
     ExecResult,
+    SandboxError,
     SandboxStats,
     StatResult,
     ToolRequest,
@@ -94,6 +95,13 @@ class ChannelSandboxMixin:
 
     async def set_network(self, network: str) -> None:
         raise CapabilityError(f"{type(self).__name__} cannot switch its network after start")
+
+    async def kill_leftovers(self) -> int:
+        res = await self._request("kill_leftovers", {}, timeout=60)
+        if not res.get("clean", False):
+            raise SandboxError(f"{type(self).__name__}: processes the agent left survived "
+                               f"{res.get('killed')} kills")
+        return int(res.get("killed", 0))
 
     async def call(self, op: str, **args: Any) -> dict[str, Any]:
         """A raw request of the sandbox-agent protocol (ping, list, glob, ...): for tests and

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from farm.grade.harbor import GradeResult, run_harbor_verifier
+from farm.sandbox.base import ExecResult
 from farm.sandbox.local import LocalSandbox
 from farm.tasks.model import Environment, Task, VerifierSpec
 
@@ -136,13 +137,35 @@ async def test_a_task_without_tests_is_a_missing_verifier(tmp_path: Path) -> Non
     assert (res.error, res.output, res.duration_s) == ("task has no tests/ directory", "", 0.0)
 
 
+class _PrepFails(LocalSandbox):
+    """Fault injection for the one error path no real sandbox state reaches any more (a file or
+    symlink at the verifier's paths is now removed, see the next test): the preparation command
+    answers as a full disk would."""
+
+    async def exec(self, command: str, **kw):  # type: ignore[override]
+        if "find /tests /logs/verifier" in command:
+            return ExecResult(1, "", "find: cannot delete '/logs/verifier/x': No space left on device\n", False, 0.0)
+        return await super().exec(command, **kw)
+
+
 async def test_failed_preparation_is_a_setup_error(tmp_path: Path) -> None:
-    # /logs/verifier cannot be created when /logs/verifier is a file the wipe cannot descend into
     task = _task(tmp_path, "echo 1 > /logs/verifier/reward.txt\n")
-    res = await _grade(tmp_path, task, before="mkdir -p /logs && rm -rf /logs/verifier && echo x > /logs/verifier")
+    sb = _PrepFails(task, root_dir=tmp_path / "sb")
+    await sb.start()
+    try:
+        res = await run_harbor_verifier(task, sb)
+    finally:
+        await sb.close()
     assert (res.reward, res.resolved, res.error_class) == (None, False, "verifier_setup")
-    assert res.error.startswith("preparing /tests failed: ") and "/logs/verifier" in res.error
-    assert res.error.endswith(res.output[-500:]) and "/logs/verifier" in res.output
+    assert res.error.startswith("preparing /tests failed: ") and "No space left on device" in res.error
+    assert res.error.endswith(res.output[-500:])
+
+
+async def test_a_file_or_symlink_the_agent_put_at_the_verifier_paths_is_replaced_not_followed(tmp_path: Path) -> None:
+    task = _task(tmp_path, "cat /tests/helper.txt; echo 1 > /logs/verifier/reward.txt\n")
+    res = await _grade(tmp_path, task, before="mkdir -p /logs /tmp/elsewhere && rm -rf /logs/verifier && "
+                                             "echo x > /logs/verifier && ln -sfn /tmp/elsewhere /tmp/x")
+    assert (res.reward, res.error_class) == (1.0, None) and "uploaded" in res.output
 
 
 def test_grade_result_validity() -> None:

@@ -390,6 +390,20 @@ class SandboxConformance:
         assert looped.observation.startswith("No files matched.\n[farm: Glob stopped after 1 s;")
         assert (await sb.exec("echo alive")).stdout == "alive\n"
 
+    async def test_kill_leftovers_ends_daemons_and_keeps_the_sandbox(self, make_sandbox: MakeSandbox) -> None:
+        sb = await make_sandbox()
+        started = await sb.exec("setsid nohup sleep 601 >/dev/null 2>&1 < /dev/null & "
+                                "nohup sh -c 'sleep 602' >/dev/null 2>&1 < /dev/null & echo ok")
+        assert started.stdout == "ok\n"
+        count = ("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done "
+                 "| grep -cE '^sleep 60[12] $' || true")
+        assert (await sb.exec(count)).stdout == "2\n"
+        assert await sb.kill_leftovers() >= 2
+        left = await sb.exec(count)
+        assert left.stdout == "0\n", left.output
+        assert await sb.kill_leftovers() == 0
+        assert (await sb.exec("echo alive")).stdout == "alive\n"
+
     # --- environment build ------------------------------------------------------------------
 
     async def test_build_steps_are_applied(self, make_sandbox: MakeSandbox, tmp_path: Path) -> None:

@@ -251,19 +251,25 @@ class Processes:
 
     def kill_everything(self):  # pragma: no mutate block
         """SIGKILL every process below this one and every one carrying one of our tags."""
+        return self.kill_all()[0]
+
+    def kill_all(self):
+        """``kill_everything`` that also says how many distinct processes it killed: (clean, n)."""
         prefix = self.prefix + "-"
+        killed = set()
         for _ in range(KILL_ROUNDS):
             table = process_table()
             pids = descendants(self.me, table)
             pids.update(p for p in table if any(t.startswith(prefix) for t in environ_tags(p)))
             pids.discard(self.me)
             if not pids:
-                return True
+                return True, len(killed)
             for pid in pids:
                 _kill(pid)
+            killed |= pids
             time.sleep(0.005)
             self.reap_orphans()
-        return False
+        return False, len(killed)
 
 
 # --- output capture ------------------------------------------------------------------------

@@ -155,6 +155,11 @@ class Agent:
                     output_cap=DEFAULT_OUTPUT_CAP):
         return procs.run_command(self.procs, command, timeout_s, cwd, env, merge_stderr, output_cap)
 
+    def op_kill_leftovers(self):
+        # before an in-place verifier: a daemon the agent left must not outlive its phase
+        clean, killed = self.procs.kill_all()
+        return {"clean": clean, "killed": killed}
+
     def op_read(self, path, offset=0, length=MAX_READ_CHUNK):
         length = max(0, min(int(length), MAX_READ_CHUNK))
         with open(path, "rb") as f:

@@ -1,0 +1,57 @@
+"""Hostile agents against in-place grading, through the real loop: a scripted policy over HTTP,
+bubblewrap, the Harbor verifier. None of them solves the task (the answer stays wrong); each
+tries to make the verifier's reward say otherwise. Every one must end unresolved."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from farm.config import load_config
+from farm.run.driver import run_experiment
+from farm.store import ResultStore
+
+from .conftest import make_task
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+# the verifier's own Python writes the reward: the place an import hook would strike
+CHECK_PY = """import pathlib
+ok = pathlib.Path("/app/answer.txt").read_text().strip() == "fixed" if pathlib.Path("/app/answer.txt").exists() \\
+    else False
+pathlib.Path("/logs/verifier/reward.txt").write_text("1" if ok else "0")
+"""
+TEST_SH = "#!/bin/bash\npython3 /tests/check.py\nsleep 1\n"
+
+ATTACKS = {
+    "writes_the_reward": "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt",
+    "symlinked_reward_dir": ("mkdir -p /tmp/fake && echo '{\"reward\": 1}' > /tmp/fake/reward.json && "
+                             "rm -rf /logs/verifier && ln -s /tmp/fake /logs/verifier"),
+    "leftover_daemon": ("setsid nohup sh -c 'while true; do mkdir -p /logs/verifier; "
+                        "echo 1 > /logs/verifier/reward.txt; sleep 0.02; done' >/dev/null 2>&1 < /dev/null &"),
+    "user_site_import_hook": (
+        "d=$(python3 -c 'import site; print(site.getusersitepackages())') && mkdir -p \"$d\" && "
+        "echo \"import atexit; atexit.register(lambda: open('/logs/verifier/reward.txt', 'w').write('1'))\" "
+        "> \"$d/zz_spoof.pth\" && python3 -c 'import sys; print(sys.flags.no_user_site)'"),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_a_spoofing_agent_is_never_resolved(tmp_path: Path, attack: str) -> None:
+    task = make_task(tmp_path / "tasks", "spoof-me", TEST_SH)
+    (task / "tests" / "check.py").write_text(CHECK_PY)
+    script = tmp_path / "attack.yaml"
+    script.write_text(yaml.safe_dump([{"tool_calls": [{"name": "Bash", "arguments": {"command": ATTACKS[attack]}}]},
+                                      {"content": "done"}]))
+    cfg = load_config([f"benchmark.path={tmp_path / 'tasks'}", "run.executor=local",
+                       f"store.uri={tmp_path / 'store'}", f"sandbox.local.root_dir={tmp_path / 'sb'}",
+                       "run.progress=false", "agent=scripted", f"agent.script={script}", "grade.mode=in_place",
+                       "run.max_attempts=1"])
+    summary = asyncio.run(run_experiment(cfg))
+    (row,) = ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id).to_pylist()
+    assert (row["status"], row["reward"]) == ("unresolved", 0.0), row["error"]
+    assert row["grading_mode"] == "in_place" and row["tool_calls"] == 1
