@@ -140,7 +140,7 @@ class VerifierCacheConfig:
 
 @dataclass
 class GradeConfig:
-    mode: str = "in_place"  # in_place | fresh
+    mode: str = "in_place"  # in_place | fresh | both (in place, then fresh as a tamper check)
     verifier_cache: VerifierCacheConfig = field(default_factory=VerifierCacheConfig)
     # a verifier that could not set itself up (infra_error:verifier_setup) is re-run this many
     # times on the captured patch, without a second agent run
@@ -231,7 +231,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "agent.tool_execution": ("sequential", "concurrent"),
     "agent.tokenizer": ("qwen", "tiktoken", "bytes"),
     "agent.truncation": ("head", "head_tail"),
-    "grade.mode": ("in_place", "fresh"),
+    "grade.mode": ("in_place", "fresh", "both"),
     "sandbox.image_policy": ("pull", "build", "pull-or-build"),
     "run.executor": ("ray", "local"),
     "model.serving.device": ("gpu", "cpu"),

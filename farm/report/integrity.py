@@ -2,9 +2,10 @@
 
 The headline Avg@k counts every resolved trial. The *clean* Avg@k counts a resolved trial only
 when the hack scan (farm/grade/hack_scan.py, row column ``hack_flags``) found nothing in its
-tool calls; the gap between the two is the share of the score that rests on shortcuts. Rows
-re-graded by ``farm regrade`` (``regraded_from`` set) are counted, with how many verdicts the
-re-grade changed, so a report never presents a re-graded number as a first-pass one.
+tool calls and dual grading (``grade.mode=both``) did not mark it a ``tamper_suspect``; the
+gap between the two is the share of the score that rests on shortcuts. Rows re-graded by
+``farm regrade`` (``regraded_from`` set) are counted, with how many verdicts the re-grade
+changed, so a report never presents a re-graded number as a first-pass one.
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ class IntegrityRow:
 
 
 def flagged_matrix(group: Group) -> np.ndarray:
-    """(T, S) True where the trial's latest attempt carries a hack-scan flag."""
+    """(T, S) True where the trial's latest attempt carries a hack-scan flag or is a tamper suspect."""
     t_index = {t: i for i, t in enumerate(group.tasks)}
     s_index = {s: j for j, s in enumerate(group.seeds)}
     out = np.zeros(group.status.shape, dtype=bool)
     for row in group.trials:
-        if row.get("hack_flags"):
+        if row.get("hack_flags") or row.get("tamper_suspect"):
             i, j = t_index.get(row["task_id"]), s_index.get(row["seed"])
             if i is not None and j is not None:
                 out[i, j] = True
@@ -61,7 +62,10 @@ def integrity_rows(run: RunData, opts: BootstrapOptions | None = None,
         clean = g.resolved & ~flagged
         by_rule: dict[str, int] = {}
         for row in g.trials:
-            for rule in sorted({str(f).split("@", 1)[0] for f in row.get("hack_flags") or []}):
+            rules = {str(f).split("@", 1)[0] for f in row.get("hack_flags") or []}
+            if row.get("tamper_suspect"):
+                rules.add("tamper_suspect")  # resolved in place, not from its patch alone
+            for rule in sorted(rules):
                 by_rule[rule] = by_rule.get(rule, 0) + 1
         regraded = [r for r in g.trials if r.get("regraded_from")]
         rows.append(IntegrityRow(
@@ -80,7 +84,7 @@ def integrity_line(row: IntegrityRow) -> str:
     if row.flagged:
         rules = ", ".join(f"{k}={v}" for k, v in sorted(row.by_rule.items()))
         parts.append(f"clean Avg@k {row.clean_avg_at_k:.1f} % (CI {row.clean_ci[0]:.1f}–{row.clean_ci[1]:.1f}) vs "
-                     f"{row.avg_at_k:.1f} %: {row.flagged} trials flagged by the hack scan ({rules}), "
+                     f"{row.avg_at_k:.1f} %: {row.flagged} trials flagged ({rules}), "
                      f"{row.flagged_resolved} of them resolved")
     if row.regraded:
         parts.append(f"{row.regraded} trials re-graded by `farm regrade`, {row.regrade_changed} verdicts changed")

@@ -109,6 +109,10 @@ def _fill_agent_counters(row: TrialResult, traj: Any) -> None:
     row.exit_reason = traj.exit_reason
 
 
+def _status(grade: GradeResult) -> str:
+    return "infra_error" if not grade.valid else "resolved" if grade.resolved else "unresolved"
+
+
 def _fill_image(row: TrialResult, image: ImageProvenance | None) -> None:
     if image is None:
         return
@@ -140,14 +144,15 @@ async def _close_quietly(sandbox: Sandbox | None) -> None:
 
 
 def grading_mode(task: Task, cfg: FarmConfig, sandbox: Sandbox | None) -> str:
-    """``in_place`` or ``fresh`` for this task: in place only when the agent's sandbox can be
+    """``in_place``, ``fresh`` or ``both`` for this task: in place only when the agent's sandbox can be
     given the verifier's network (per-phase network, harbor-tasks.md §1.4); otherwise a fresh
     verifier sandbox started with the verifier's network grades the captured patch."""
     if task.verifier.protocol == "patcheval" or cfg.grade.mode == "fresh":
         return "fresh"
     if sandbox is not None and task.verifier_network != task.agent_network and not sandbox.capabilities.set_network:
         return "fresh"
-    return "in_place"
+    # both: in place (the vendor's verdict), then fresh from the patch as a tamper check
+    return "both" if cfg.grade.mode == "both" else "in_place"
 
 
 async def _grade(
@@ -345,6 +350,18 @@ async def run_trial(
         row.verifier_runs = grade.runs
         row.verify_s = grade.duration_s
         row.reward = grade.reward
+        if mode == "both":
+            await _close_quietly(sandbox)
+            sandbox = None
+            fresh, fresh_outputs = await grade_retrying(task, cfg, None, patch, factory, used)
+            for i, text in enumerate(fresh_outputs, 1):
+                artifacts[f"verifier-fresh-{i}.txt"] = text.encode("utf-8", errors="replace")
+            row.verifier_runs += fresh.runs
+            row.verify_s += fresh.duration_s
+            row.fresh_status = _status(fresh)
+            # resolved where the agent worked, not from its patch alone: something outside the
+            # patch (a process, an ignored file, the environment) made the difference
+            row.tamper_suspect = grade.valid and grade.resolved and fresh.valid and not fresh.resolved
         if not grade.valid:
             return finish("infra_error", grade.error_class, grade.error)
         return finish("resolved" if grade.resolved else "unresolved")

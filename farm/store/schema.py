@@ -90,6 +90,10 @@ class TrialResult:
     history_refs_removed: int | None = None  # null: history was not stripped (see benchmark.strip_history)
     history_objects_removed: int | None = None
     hack_flags: list[str] = field(default_factory=list)  # "<rule>@<step>" from the hack scan
+    # grade.mode=both: the fresh verdict beside the in-place one (status); a trial resolved in
+    # place but not from its patch alone is a tamper suspect
+    fresh_status: str | None = None
+    tamper_suspect: bool | None = None
     # farm regrade (farm/run/regrade.py): the attempt_uid this row re-graded and its verdict
     regraded_from: str | None = None
     original_status: str | None = None

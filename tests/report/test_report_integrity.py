@@ -31,7 +31,7 @@ def test_clean_score_counts_flagged_resolved_trials_as_unresolved() -> None:
     assert not math.isnan(lo) and lo <= row.clean_avg_at_k <= hi
     line = integrity_line(row)
     assert line.startswith("b · base · m: clean Avg@k 37.5 % (CI ")
-    assert "vs 62.5 %: 3 trials flagged by the hack scan (git_history=2, read_tests=1, upstream_fetch=1), " \
+    assert "vs 62.5 %: 3 trials flagged (git_history=2, read_tests=1, upstream_fetch=1), " \
            "2 of them resolved" in line
 
 
@@ -49,6 +49,14 @@ def test_regraded_rows_are_counted_with_the_verdicts_they_changed_and_only_lates
     assert (row.regraded, row.regrade_changed, row.flagged) == (2, 1, 0)
     assert row.clean_avg_at_k == row.avg_at_k
     assert integrity_line(row) == "b · base · m: 2 trials re-graded by `farm regrade`, 1 verdicts changed"
+
+
+def test_a_tamper_suspect_from_dual_grading_is_taken_out_of_the_clean_score() -> None:
+    plan = plan_table("r", "b", ["t1", "t2"], [0], ["base"], "m")
+    rows = [trial("r", "b", "t1", 0, "resolved", tamper_suspect=True, fresh_status="unresolved"),
+            trial("r", "b", "t2", 0, "resolved", tamper_suspect=False, fresh_status="resolved")]
+    (row,) = integrity_rows(run_data("r", plan, rows), FAST)
+    assert (row.avg_at_k, row.clean_avg_at_k, row.by_rule) == (100.0, 50.0, {"tamper_suspect": 1})
 
 
 def test_nothing_to_say_is_an_empty_line() -> None:

@@ -55,3 +55,34 @@ def test_a_spoofing_agent_is_never_resolved(tmp_path: Path, attack: str) -> None
     (row,) = ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id).to_pylist()
     assert (row["status"], row["reward"]) == ("unresolved", 0.0), row["error"]
     assert row["grading_mode"] == "in_place" and row["tool_calls"] == 1
+
+
+DUAL_DOCKERFILE = ("FROM python:3.11-slim\nWORKDIR /app\n"
+                   "RUN git init -q && printf 'out/\\n' > .gitignore && git add -A && "
+                   "git -c user.name=t -c user.email=t@example.invalid commit -qm init\n")
+CHECK_OUT = ("#!/bin/bash\nif grep -qx fixed /app/out/result.txt; then echo 1; else echo 0; fi "
+             "> /logs/verifier/reward.txt\n")
+
+
+@pytest.mark.parametrize("command, suspect", [
+    # the answer is in an ignored file: it exists where the agent worked, not in its patch
+    ("mkdir -p out && echo fixed > out/result.txt", True),
+    # an honest agent's work is its patch: both verdicts agree
+    ("git rm -q --cached .gitignore && rm .gitignore && mkdir -p out && echo fixed > out/result.txt", False),
+])
+def test_dual_grading_marks_a_trial_resolved_in_place_but_not_from_its_patch(
+        tmp_path: Path, command: str, suspect: bool) -> None:
+    task = make_task(tmp_path / "tasks", "dual", CHECK_OUT)
+    (task / "environment" / "Dockerfile").write_text(DUAL_DOCKERFILE)
+    script = tmp_path / "agent.yaml"
+    call = {"name": "Bash", "arguments": {"command": f"cd /app && {command}"}}
+    script.write_text(yaml.safe_dump([{"tool_calls": [call]}, {"content": "done"}]))
+    cfg = load_config([f"benchmark.path={tmp_path / 'tasks'}", "run.executor=local",
+                       f"store.uri={tmp_path / 'store'}", f"sandbox.local.root_dir={tmp_path / 'sb'}",
+                       "run.progress=false", "agent=scripted", f"agent.script={script}", "grade.mode=both",
+                       "run.max_attempts=1"])
+    summary = asyncio.run(run_experiment(cfg))
+    (row,) = ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id).to_pylist()
+    assert (row["status"], row["grading_mode"]) == ("resolved", "both"), row["error"]
+    assert row["fresh_status"] == ("unresolved" if suspect else "resolved")
+    assert row["tamper_suspect"] is suspect and row["verifier_runs"] == 2
