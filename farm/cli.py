@@ -105,16 +105,18 @@ def _answered(served: dict[str, str]) -> str:
 
 # -- report ----------------------------------------------------------------------------------
 def _print_report(uri: str, endpoint: str | None, region: str | None, run_ids: list[str],
-                  out: str | None = None) -> None:
-    from farm.report.cli import print_and_render
+                  out: str | None = None, overrides: list[str] | None = None, claims_dir: str | None = None) -> None:
+    from farm.report.cli import print_and_render, report_overrides
 
-    print_and_render(uri, endpoint, region, run_ids, out_dir=out, console=console)
+    print_and_render(uri, endpoint, region, run_ids, out_dir=out, console=console,
+                     overrides=report_overrides(overrides or []), claims_dir=claims_dir)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    cfg = _cfg(args)
+    cfg = _cfg(args)  # validates the overrides (a bad report.* value is an error naming it)
     uri = args.store or cfg.store.uri
-    _print_report(uri, cfg.store.endpoint_url, cfg.store.region, [args.run, *args.compare], out=args.out)
+    _print_report(uri, cfg.store.endpoint_url, cfg.store.region, [args.run, *args.compare], out=args.out,
+                  overrides=list(args.overrides), claims_dir=args.claims_dir)
     return 0
 
 
@@ -209,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--compare", nargs="*", default=[], help="more run ids to compare")
     rep.add_argument("--store", help="store URI (default: store.uri of the config)")
     rep.add_argument("--out", help="directory for report.md / report.html / CSVs")
+    rep.add_argument("--claims-dir", help="a directory of claims YAML files (same as report.claims_dir=DIR)")
     rep.add_argument("overrides", nargs="*", default=[])
     rep.add_argument("--config")
     rep.set_defaults(fn=cmd_report)
@@ -255,7 +258,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # argparse gives a trailing `key=value` after an option (`farm report RUN --out d report.seed=1`)
+    # to nobody: such items are overrides like the others; anything else stays an error
+    stray = [a for a in extra if "=" in a and not a.startswith("-")]
+    if len(stray) != len(extra) or (stray and not hasattr(args, "overrides")):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if stray:
+        args.overrides = [*args.overrides, *stray]
     try:
         return int(args.fn(args) or 0)
     except FarmError as exc:

@@ -145,6 +145,10 @@ class GradeConfig:
     # a verifier that could not set itself up (infra_error:verifier_setup) is re-run this many
     # times on the captured patch, without a second agent run
     verifier_retries: int = 1
+    # kill what the agent left running before an in-place verifier (a daemon could write the
+    # reward); null: only for patch-graded tasks, since a Terminal-Bench answer may be a server
+    # the agent left running for the tests to query
+    kill_leftovers: Optional[bool] = None
 
 
 @dataclass

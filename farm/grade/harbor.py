@@ -164,7 +164,13 @@ async def stage_verifier_cache(sandbox: Sandbox, cache: VerifierCacheConfig, env
     return variables, suffix, header, stage_s
 
 
-async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCacheConfig | None = None) -> GradeResult:
+async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCacheConfig | None = None, *,
+                              kill_leftovers: bool = False) -> GradeResult:
+    """Run the task's tests/test.sh in ``sandbox`` and read its reward.
+
+    ``kill_leftovers``: first kill every process the agent left (in-place grading of a task
+    whose answer is its repository; a task whose answer is a running server needs them).
+    """
     if task.verifier.tests_dir is None:
         return GradeResult(None, False, error_class="verifier_missing", error="task has no tests/ directory")
     t0 = time.monotonic()
@@ -173,7 +179,8 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
     # the same); the index is not part of the captured patch, which was taken before.
     # nothing the agent started may outlive its phase: a daemon could write the reward while the
     # tests run (in a fresh verifier sandbox there is nothing to kill)
-    await sandbox.kill_leftovers()
+    if kill_leftovers:
+        await sandbox.kill_leftovers()
     prep = (
         # a path the agent controlled must not redirect the verifier: /logs, /logs/verifier or
         # /tests replaced by a symlink (or a file) is removed, never followed

@@ -10,14 +10,30 @@ from farm.errors import StoreError
 from farm.report import render
 from farm.report.data import load_run
 from farm.report.summary import summary_table
+from farm.report.tables import ReportOptions
 from farm.store.results import ResultStore
+
+
+def report_overrides(overrides: list[str]) -> dict[str, str]:
+    """The ``report.<key>=value`` items of a command line, as {key: value}: they win over the
+    ``report.*`` the run stored at its start."""
+    out = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if sep and key.startswith("report."):
+            out[key[len("report."):]] = value
+    return out
 
 
 def print_and_render(
     uri: str, endpoint: str | None, region: str | None, run_ids: list[str],
-    out_dir: str | None = None, console: Console | None = None,
+    out_dir: str | None = None, console: Console | None = None, overrides: dict[str, str] | None = None,
+    claims_dir: str | None = None,
 ) -> None:
-    """Print each run's summary table; with ``out_dir``, also write the full report there."""
+    """Print each run's summary table; with ``out_dir``, also write the full report there.
+
+    ``overrides`` (``report.*`` keys without the prefix) and ``claims_dir`` win over what the
+    first run stored."""
     console = console or Console()
     store = ResultStore.open(uri, endpoint, region, create=False)
     for run_id in run_ids:
@@ -27,6 +43,12 @@ def print_and_render(
     for run in runs:
         console.print(summary_table(run))
     if out_dir:
-        paths = render.build_report(runs, Path(out_dir))
+        stored = dict(runs[0].config.get("report") or {})
+        merged = {**stored, **(overrides or {})}
+        if claims_dir:
+            merged["claims_dir"] = claims_dir
+        options = ReportOptions.from_config({"report": merged})
+        paths = render.build_report(runs, Path(out_dir), claims_dir=Path(merged["claims_dir"])
+                                    if merged.get("claims_dir") else None, options=options)
         console.print(f"report written to {paths.markdown.parent}: {paths.markdown.name}, {paths.html.name}, "
                       f"{len(paths.csv)} CSV tables, {len(paths.figures)} plots")

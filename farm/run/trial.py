@@ -171,7 +171,8 @@ async def _grade(
     if sandbox is not None:
         if task.verifier_network != task.agent_network:
             await sandbox.set_network(task.verifier_network)  # grading_mode chose in place only if it can
-        return await run_harbor_verifier(task, sandbox, cache), None
+        kill = task.require_git_patch if cfg.grade.kill_leftovers is None else cfg.grade.kill_leftovers
+        return await run_harbor_verifier(task, sandbox, cache, kill_leftovers=kill), None
     # fresh: nothing the agent did outside its patch can influence the verdict
     fresh = factory(task, cfg.sandbox, network=task.verifier_network, role="verifier")
     try:

@@ -75,7 +75,7 @@ def test_a_verifier_setup_failure_becomes_a_verdict_once_its_cause_is_fixed(tmp_
     assert first["fine"]["status"] == "resolved"
 
     (task / "tests" / "test.sh").write_text(CHECK_ANSWER)  # the verifier's cause, fixed
-    code = main(["regrade", "--only", "verifier", summary.run_id, *overrides])
+    code = main(["regrade", summary.run_id, "--only", "verifier", *overrides])
     assert code == EXIT_OK
     assert "regraded 1 of 1 selected trials" in capsys.readouterr().out
     after = _rows(tmp_path, summary.run_id)

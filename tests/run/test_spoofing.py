@@ -50,7 +50,7 @@ def test_a_spoofing_agent_is_never_resolved(tmp_path: Path, attack: str) -> None
     cfg = load_config([f"benchmark.path={tmp_path / 'tasks'}", "run.executor=local",
                        f"store.uri={tmp_path / 'store'}", f"sandbox.local.root_dir={tmp_path / 'sb'}",
                        "run.progress=false", "agent=scripted", f"agent.script={script}", "grade.mode=in_place",
-                       "run.max_attempts=1"])
+                       "run.max_attempts=1", "grade.kill_leftovers=true"])
     summary = asyncio.run(run_experiment(cfg))
     (row,) = ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id).to_pylist()
     assert (row["status"], row["reward"]) == ("unresolved", 0.0), row["error"]
@@ -62,6 +62,24 @@ DUAL_DOCKERFILE = ("FROM python:3.11-slim\nWORKDIR /app\n"
                    "git -c user.name=t -c user.email=t@example.invalid commit -qm init\n")
 CHECK_OUT = ("#!/bin/bash\nif grep -qx fixed /app/out/result.txt; then echo 1; else echo 0; fi "
              "> /logs/verifier/reward.txt\n")
+
+
+def test_by_default_a_server_the_agent_left_running_is_still_there_for_the_tests(tmp_path: Path) -> None:
+    # Terminal-Bench style: the answer is a process the verifier queries; a plain Harbor task is
+    # not patch-graded, so grade.kill_leftovers=null keeps it (the daemon spoof is then caught only
+    # by grade.mode=both or kill_leftovers=true)
+    make_task(tmp_path / "tasks", "server", "#!/bin/bash\nif [ -e /proc/$(cat /tmp/server.pid) ]; then echo 1; "
+                     "else echo 0; fi > /logs/verifier/reward.txt\n")
+    script = tmp_path / "serve.yaml"
+    call = {"name": "Bash", "arguments": {"command": "setsid nohup sleep 300 >/dev/null 2>&1 < /dev/null & "
+                                                     "echo $! > /tmp/server.pid"}}
+    script.write_text(yaml.safe_dump([{"tool_calls": [call]}, {"content": "done"}]))
+    cfg = load_config([f"benchmark.path={tmp_path / 'tasks'}", "run.executor=local",
+                       f"store.uri={tmp_path / 'store'}", f"sandbox.local.root_dir={tmp_path / 'sb'}",
+                       "run.progress=false", "agent=scripted", f"agent.script={script}", "run.max_attempts=1"])
+    summary = asyncio.run(run_experiment(cfg))
+    (row,) = ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id).to_pylist()
+    assert row["status"] == "resolved", row["error"]
 
 
 @pytest.mark.parametrize("command, suspect", [
