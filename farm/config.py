@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from farm.errors import ConfigError
+from farm.grade_config import GradeConfig, VerifierCacheConfig  # noqa: F401  (re-exported: part of the schema)
 from farm.sandbox_config import (  # noqa: F401  (re-exported: part of the schema)
     CAPABILITY_PROFILES,
     DEFAULT_EGRESS_EXCEPT,
@@ -128,27 +129,6 @@ class AgentConfig:
     glob_limit: int = 1000
     bash_timeout_s: float = 120.0
     truncation: str = "head"  # head (Leaf) | head_tail
-
-
-@dataclass
-class VerifierCacheConfig:
-    """``grade.verifier_cache``: tools graders fetch at verify time, pre-staged (farm/grade/verifier_cache.py)."""
-
-    dir: Optional[str] = None  # a directory made by `make verifier-cache`; null: graders fetch their own
-    offline: bool = True  # tell uv/pip to use only the cache (a cluster without internet)
-
-
-@dataclass
-class GradeConfig:
-    mode: str = "in_place"  # in_place | fresh | both (in place, then fresh as a tamper check)
-    verifier_cache: VerifierCacheConfig = field(default_factory=VerifierCacheConfig)
-    # a verifier that could not set itself up (infra_error:verifier_setup) is re-run this many
-    # times on the captured patch, without a second agent run
-    verifier_retries: int = 1
-    # kill what the agent left running before an in-place verifier (a daemon could write the
-    # reward); null: only for patch-graded tasks, since a Terminal-Bench answer may be a server
-    # the agent left running for the tests to query
-    kill_leftovers: Optional[bool] = None
 
 
 @dataclass
