@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,8 @@ import yaml
 from farm.config import load_config
 from farm.run.driver import run_experiment
 from farm.store import ResultStore
+
+from .conftest import make_task
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,
                                 reason="needs bubblewrap and git")
@@ -33,21 +34,9 @@ COPY_FROM_HISTORY = ("cd /app && (git log --all --oneline; git checkout upstream
 
 
 def _task(root: Path) -> Path:
-    d = root / "leaky"
-    (d / "environment").mkdir(parents=True)
-    (d / "tests").mkdir()
-    (d / "task.toml").write_text(textwrap.dedent("""\
-        version = "1.0"
-        [agent]
-        timeout_sec = 60
-        network_mode = "no-network"
-        [verifier]
-        timeout_sec = 30
-        network_mode = "no-network"
-    """))
+    d = make_task(root, "leaky", CHECK, solve_sh=None)
     (d / "instruction.md").write_text("Fix code.py.\n")
     (d / "environment" / "Dockerfile").write_text(DOCKERFILE)
-    (d / "tests" / "test.sh").write_text(CHECK)
     return root
 
 
