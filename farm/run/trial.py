@@ -252,11 +252,13 @@ async def run_trial(
     sandbox: Sandbox | None = None
     used: list[Sandbox] = []  # every sandbox this attempt created, for cleanup and accounting
 
+    strip = should_strip(task, cfg.benchmark.strip_history)  # decided once: the strip and the scan agree
+
     def finish(status: str, error_class: str | None = None, error: str | None = None) -> TrialOutcome:
         if steps:
             # where the automatic setting judged the history part of the task (not patch-graded,
             # so not stripped), reading it is no shortcut; an explicit setting keeps the rule
-            auto_kept = cfg.benchmark.strip_history is None and not should_strip(task, None)
+            auto_kept = cfg.benchmark.strip_history is None and not strip
             skip = ("git_history",) if auto_kept else ()
             row.hack_flags = [f.label() for f in scan_steps(steps, policy=policy, base_commit=row.base_commit,
                                                             skip=skip)]
@@ -283,7 +285,6 @@ async def run_trial(
         row.sandbox_start_s = sandbox.stats.start_s
         row.api_calls_start = sandbox.stats.api_calls_start
         _fill_image(row, sandbox.stats.image)
-        strip = should_strip(task, cfg.benchmark.strip_history)
         if strip:
             # before the agent's first step: the fix must not be one `git log --all` away
             try:
