@@ -187,8 +187,10 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
 
 def cmd_images(args: argparse.Namespace) -> int:
-    from farm.sandbox.images_cli import build_images
+    from farm.sandbox.images_cli import build_images, prune_images
 
+    if args.images_command == "prune":
+        return prune_images(_cfg(args), everything=args.all, out=console, err=err_console)
     return build_images(_cfg(args), push=args.push, jobs=args.jobs, out=console, err=err_console)
 
 
@@ -238,6 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
     ib.add_argument("overrides", nargs="*", default=[])
     ib.add_argument("--config")
     ib.set_defaults(fn=cmd_images)
+    ip = isub.add_parser("prune", help="remove the selected tasks' builds whose Dockerfile or context changed since")
+    ip.add_argument("--all", action="store_true", help="remove every build of the selected tasks")
+    ip.add_argument("overrides", nargs="*", default=[])
+    ip.add_argument("--config")
+    ip.set_defaults(fn=cmd_images)
     rg = sub.add_parser("regrade", help="re-grade a finished run's stored patches in fresh sandboxes, without "
                         "re-running agents (docs/integrity.md)")
     rg.add_argument("run", help="run id")

@@ -233,7 +233,8 @@ NON_NEGATIVE: tuple[str, ...] = (
     "sandbox.docker.max_reconnects", "grade.verifier_retries",
 )
 # Optional numbers that, when set, must be > 0.
-POSITIVE_IF_SET: tuple[str, ...] = ("agent.max_total_time_s", "sandbox.kubernetes.pod_lifetime_s")
+POSITIVE_IF_SET: tuple[str, ...] = ("agent.max_total_time_s", "sandbox.kubernetes.pod_lifetime_s",
+                                    "sandbox.docker.image_min_free_gb")
 # Optional factors that, when set, must be >= 1 (a limit below the request never schedules).
 AT_LEAST_ONE_IF_SET: tuple[str, ...] = ("sandbox.kubernetes.cpu_limit_factor", "sandbox.docker.cpu_limit_factor")
 # Strings that must not be empty.
@@ -251,6 +252,7 @@ NOT_HASHED = (
     "run.progress", "run.max_attempts", "run.retry_backoff_s", "store",
     "benchmark.strict", "benchmark.mirror", "benchmark.cache_dir", "serve.host", "serve.port",
     "serve.ready_timeout_s", "serve.app_name", "serve.num_cpus", "report", "sandbox.local.root_dir",
+    "sandbox.docker.image_min_free_gb",
 )
 
 

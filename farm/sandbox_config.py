@@ -71,6 +71,9 @@ class DockerSandboxConfig:
     cpu_limit_factor: float | None = 1.0
     memory_limit: str | None = None
     pull: str = "missing"  # missing | always | never
+    # before a build, farm's oldest task builds are removed until this much is free on the
+    # engine's storage (farm/sandbox/image_cache.py); null: never remove any
+    image_min_free_gb: float | None = 10.0
     runtime: str | None = None  # e.g. runsc for gVisor
     extra_args: list[str] = field(default_factory=list)
     keep_containers: bool = False

@@ -80,7 +80,7 @@ class ContainerSandbox(RelaySandbox):
         named = resolve_image(self.task, self.cfg, self.backend) if plan.pull_first else None
         try:
             got = await ensure_image(self.cfg.engine, self.task, self.image_policy, named, pull=self.cfg.pull,
-                                     scope=self.run_id)
+                                     scope=self.run_id, min_free_gb=self.cfg.image_min_free_gb)
         except SandboxStartError as e:
             log = getattr(e, "build_log", None)
             if log:

@@ -211,12 +211,13 @@ class EnsuredImage:
 
 
 async def ensure_image(binary: str, task: Task, policy: str, named: str | None, *, pull: str = "missing",
-                       lock_dir: Path | None = None, scope: str | None = None) -> EnsuredImage:
+                       lock_dir: Path | None = None, scope: str | None = None,
+                       min_free_gb: float | None = None) -> EnsuredImage:
     """Make the task's image present in the engine's local storage, following ``policy``.
 
     ``pull`` is ``sandbox.docker.pull``: ``never`` neither pulls nor lets a build pull its base
-    (``--pull=never``); ``always`` pulls the named image even when present. ``scope``: see
-    :func:`build_image`.
+    (``--pull=never``); ``always`` pulls the named image even when present. ``scope`` and
+    ``min_free_gb``: see :func:`build_image`.
 
     Raises:
         SandboxStartError: ``image_pull`` (the named image is not present and cannot be pulled,
@@ -232,7 +233,8 @@ async def ensure_image(binary: str, task: Task, policy: str, named: str | None, 
         pull_error = got
         if not plan.build:
             raise SandboxStartError(f"image {plan.named}: {pull_error}", reason="image_pull")
-    return await build_image(binary, task, pull=pull, lock_dir=lock_dir, after=pull_error, scope=scope)
+    return await build_image(binary, task, pull=pull, lock_dir=lock_dir, after=pull_error, scope=scope,
+                             min_free_gb=min_free_gb)
 
 
 async def _present_or_pulled(binary: str, ref: str, pull: str, *, remember: bool) -> EnsuredImage | str:
@@ -321,11 +323,14 @@ def failing_step(log: str) -> str | None:
 
 
 async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_dir: Path | None = None,
-                      after: str = "", registry: str | None = None, scope: str | None = None) -> EnsuredImage:
+                      after: str = "", registry: str | None = None, scope: str | None = None,
+                      min_free_gb: float | None = None) -> EnsuredImage:
     """Build the task's Dockerfile under its content-hashed tag, or reuse the tag if it exists.
 
     ``scope`` (a run id): a failed build is also recorded on disk for that run, so trials of
     the task in other worker processes of the same run fail at once instead of rebuilding.
+    ``min_free_gb``: before building, farm's oldest builds are removed until this much is free
+    on the engine's storage (:func:`farm.sandbox.image_cache.evict_for_space`).
 
     Raises:
         SandboxStartError: ``image_build`` with the failing step and the log tail.
@@ -349,6 +354,10 @@ async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_di
             msg = marker.read_text(errors="replace")
             _failed_builds[tag] = msg
             raise SandboxStartError(msg + "\n(failed earlier in this run; not rebuilt)", reason="image_build")
+        if min_free_gb is not None:
+            from farm.sandbox.image_cache import GIB, evict_for_space  # image_cache imports this module
+
+            await evict_for_space(binary, int(min_free_gb * GIB), keep=frozenset({tag}))
         args = ["build", pull_flag(await engine_kind(binary), pull), "-f", str(dockerfile), "-t", tag,
                 "--label", f"{TASK_LABEL}={task.benchmark}/{task.task_id}", "--label", f"{DIGEST_LABEL}={digest}",
                 str(context)]

@@ -1,4 +1,7 @@
-"""`farm images build [--push REGISTRY] [--jobs N]`: build every selected task's Dockerfile.
+"""`farm images build [--push REGISTRY] [--jobs N]` and `farm images prune [--all]`.
+
+``build`` builds every selected task's Dockerfile; ``prune`` removes their stale builds
+(farm/sandbox/image_cache.py).
 
 The same content-hashed builds a ``sandbox=docker`` run makes on demand (farm/sandbox/images.py),
 made ahead of time with ``sandbox.docker.engine``; with ``--push`` each is also tagged
@@ -34,7 +37,8 @@ class BuildRow:
     detail: str = ""
 
 
-async def _one(binary: str, task: Task, *, pull: str, registry: str | None, sem: asyncio.Semaphore) -> BuildRow:
+async def _one(binary: str, task: Task, *, pull: str, registry: str | None, sem: asyncio.Semaphore,
+               min_free_gb: float | None = None) -> BuildRow:
     name = f"{task.benchmark}/{task.task_id}"
     dockerfile = dockerfile_of(task)
     if dockerfile is None:
@@ -42,7 +46,7 @@ async def _one(binary: str, task: Task, *, pull: str, registry: str | None, sem:
     async with sem:
         t0 = time.monotonic()
         try:
-            got = await build_image(binary, task, pull=pull)
+            got = await build_image(binary, task, pull=pull, min_free_gb=min_free_gb)
         except SandboxStartError as e:
             lines = [x for x in str(e).splitlines() if x.strip()]
             first = lines[0].removesuffix("; log tail:") + (f" ... {lines[-1].strip()}" if len(lines) > 1 else "")
@@ -62,6 +66,35 @@ async def _one(binary: str, task: Task, *, pull: str, registry: str | None, sem:
         return row
 
 
+def _engine(cfg: FarmConfig) -> str:
+    binary = cfg.sandbox.docker.engine
+    if shutil.which(binary) is None:
+        raise ConfigError(f"invalid value {binary!r} for 'sandbox.docker.engine': not on PATH")
+    return binary
+
+
+def prune_images(cfg: FarmConfig, *, everything: bool, out: Console, err: Console) -> int:
+    """Remove the selected tasks' stale builds (all of their builds with ``everything``); print them.
+
+    Raises:
+        ConfigError: the engine is not on PATH.
+    """
+    from farm.sandbox.image_cache import prune
+    from farm.tasks.cli import print_report
+    from farm.tasks.registry import load_benchmark_report
+
+    binary = _engine(cfg)
+    loaded = load_benchmark_report(cfg.benchmark)
+    removed = asyncio.run(prune(binary, loaded.tasks, everything=everything))
+    for image in removed:
+        out.print(f"removed {image.task} {', '.join(image.refs) or image.image_id[:12]}", highlight=False, markup=False)
+    what = "builds" if everything else "stale builds"
+    out.print(f"{len(removed)} {what} removed ({sum(i.size for i in removed) / 1e9:.1f} GB as the engine counts, "
+              f"shared layers included) for {len(loaded.tasks)} selected tasks")
+    print_report(loaded.report, err)
+    return 0
+
+
 def build_images(cfg: FarmConfig, *, push: str | None, jobs: int, out: Console, err: Console) -> int:
     """Build (and push) every selected task's image; print a table; 1 when any build failed.
 
@@ -74,14 +107,13 @@ def build_images(cfg: FarmConfig, *, push: str | None, jobs: int, out: Console, 
     if jobs < 1:
         raise ConfigError(f"invalid value {jobs!r} for '--jobs': must be >= 1")
     registry = registry_prefix(push, "--push") if push is not None else None
-    binary = cfg.sandbox.docker.engine
-    if shutil.which(binary) is None:
-        raise ConfigError(f"invalid value {binary!r} for 'sandbox.docker.engine': not on PATH")
+    binary = _engine(cfg)
     loaded = load_benchmark_report(cfg.benchmark)
 
     async def main() -> list[BuildRow]:
         sem = asyncio.Semaphore(jobs)
-        return list(await asyncio.gather(*(_one(binary, t, pull=cfg.sandbox.docker.pull, registry=registry, sem=sem)
+        return list(await asyncio.gather(*(_one(binary, t, pull=cfg.sandbox.docker.pull, registry=registry, sem=sem,
+                                                min_free_gb=cfg.sandbox.docker.image_min_free_gb)
                                            for t in loaded.tasks)))
 
     rows = asyncio.run(main())
