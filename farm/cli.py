@@ -191,6 +191,10 @@ def cmd_images(args: argparse.Namespace) -> int:
 
     if args.images_command == "prune":
         return prune_images(_cfg(args), everything=args.all, out=console, err=err_console)
+    if args.images_command == "check":
+        from farm.sandbox.images_check import check_images
+
+        return check_images(_cfg(args), offline=args.offline, jobs=args.jobs, out=console, err=err_console)
     return build_images(_cfg(args), push=args.push, jobs=args.jobs, out=console, err=err_console)
 
 
@@ -245,6 +249,14 @@ def build_parser() -> argparse.ArgumentParser:
     ip.add_argument("overrides", nargs="*", default=[])
     ip.add_argument("--config")
     ip.set_defaults(fn=cmd_images)
+    ic = isub.add_parser("check", help="say how every selected task's image would be had (pulled: present or in "
+                         "the registry, with its digest; built: tag, cached, FROM bases), without pulling or "
+                         "building; exit 1 if any task cannot resolve")
+    ic.add_argument("--offline", action="store_true", help="do not ask the registry (absent images: 'not checked')")
+    ic.add_argument("--jobs", type=int, default=4, help="tasks checked at once (default 4)")
+    ic.add_argument("overrides", nargs="*", default=[])
+    ic.add_argument("--config")
+    ic.set_defaults(fn=cmd_images)
     rg = sub.add_parser("regrade", help="re-grade a finished run's stored patches in fresh sandboxes, without "
                         "re-running agents (docs/integrity.md)")
     rg.add_argument("run", help="run id")
