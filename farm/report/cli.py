@@ -8,6 +8,7 @@ from rich.console import Console
 
 from farm.errors import StoreError
 from farm.report import render
+from farm.report.claims import load_claims
 from farm.report.data import load_run
 from farm.report.summary import summary_table
 from farm.report.tables import ReportOptions
@@ -40,15 +41,16 @@ def print_and_render(
         if store.read_run_meta(run_id) is None:
             raise StoreError(f"no run {run_id!r} in {uri} (known: {store.list_runs()[:20]})")
     runs = [load_run(store, r) for r in run_ids]
-    for run in runs:
-        console.print(summary_table(run))
+    stored = dict(runs[0].config.get("report") or {})
+    merged = {**stored, **(overrides or {})}
+    if claims_dir:
+        merged["claims_dir"] = claims_dir
+    options = ReportOptions.from_config({"report": merged})
+    claims = Path(merged["claims_dir"]) if merged.get("claims_dir") else None
+    registry = load_claims(claims)
+    for run in runs:  # the terminal shows the report's main table, with the same options and claims
+        console.print(summary_table(run, registry, options))
     if out_dir:
-        stored = dict(runs[0].config.get("report") or {})
-        merged = {**stored, **(overrides or {})}
-        if claims_dir:
-            merged["claims_dir"] = claims_dir
-        options = ReportOptions.from_config({"report": merged})
-        paths = render.build_report(runs, Path(out_dir), claims_dir=Path(merged["claims_dir"])
-                                    if merged.get("claims_dir") else None, options=options)
+        paths = render.build_report(runs, Path(out_dir), claims_dir=claims, options=options)
         console.print(f"report written to {paths.markdown.parent}: {paths.markdown.name}, {paths.html.name}, "
                       f"{len(paths.csv)} CSV tables, {len(paths.figures)} plots")

@@ -14,6 +14,7 @@ from typing import Any
 from farm.report.caveats import image_caveats
 from farm.report.claims import load_claims
 from farm.report.data import RunData
+from farm.report.main_table import MAIN
 from farm.report.plots import all_figures
 from farm.report.tables import ReportContent, ReportOptions, Table, compute
 
@@ -80,12 +81,34 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _md_table(t: Table) -> list[str]:
+    lines = ["", f"## {t.title}", ""]
+    if not t.rows:
+        return lines + ["_none_"]
+    lines.append("| " + " | ".join(h for h, _ in t.display) + " |")
+    lines.append("|" + "---|" * len(t.display))
+    for row in t.rows:
+        lines.append("| " + " | ".join(_md_cell(f(row)) for _, f in t.display) + " |")
+    if t.note:
+        lines += ["", f"_{t.note}_"]
+    return lines
+
+
+def _first_and_rest(c: ReportContent) -> tuple[list[Table], list[Table]]:
+    """The main table goes before everything else (the runs included): it answers the question."""
+    shown = [t for t in c.tables if t.display]
+    return [t for t in shown if t.name == MAIN], [t for t in shown if t.name != MAIN]
+
+
 def render_markdown(c: ReportContent, figures: list[tuple[str, str, bytes]], generated: str) -> str:
     lines = ["# farm report", "", f"Generated {generated}.", ""]
     caveats = image_caveats(c.runs)
     if caveats:
         lines += ["## Warnings", ""] + [f"> **Warning.** {cv.text}" for cv in caveats] + [""]
-    lines += ["## Runs", ""]
+    first, rest = _first_and_rest(c)
+    for t in first:
+        lines += _md_table(t)[1:]
+    lines += ["", "## Runs", ""]
     meta = _runs_meta(c.runs)
     lines += ["| run | config hash | created | farm | model | experiment |", "|---|---|---|---|---|---|"]
     lines += [
@@ -93,19 +116,8 @@ def render_markdown(c: ReportContent, figures: list[tuple[str, str, bytes]], gen
         f"| {_md_cell(m['model'])} | {m['experiment']} |"
         for m in meta
     ]
-    for t in c.tables:
-        if not t.display:
-            continue
-        lines += ["", f"## {t.title}", ""]
-        if not t.rows:
-            lines.append("_none_")
-            continue
-        lines.append("| " + " | ".join(h for h, _ in t.display) + " |")
-        lines.append("|" + "---|" * len(t.display))
-        for row in t.rows:
-            lines.append("| " + " | ".join(_md_cell(f(row)) for _, f in t.display) + " |")
-        if t.note:
-            lines += ["", f"_{t.note}_"]
+    for t in rest:
+        lines += _md_table(t)
     if figures:
         lines += ["", "## Figures", ""]
         for stem, caption, _ in figures:
@@ -148,6 +160,7 @@ def _html_warnings(c: ReportContent) -> list[str]:
 def render_html(c: ReportContent, figures: list[tuple[str, str, bytes]], generated: str) -> str:
     e = html.escape
     meta = _runs_meta(c.runs)
+    first, rest = _first_and_rest(c)
     run_rows = "".join(
         f"<tr><td class='trace'>{e(m['run_id'])}</td><td class='trace'>{e(m['config_hash'])}</td>"
         f"<td>{e(m['created_at'])}</td><td>{e(m['farm_version'])}</td><td>{e(m['model'])}</td>"
@@ -161,13 +174,13 @@ def render_html(c: ReportContent, figures: list[tuple[str, str, bytes]], generat
         "<h1>farm report</h1>",
         f'<p class="note">Generated {e(generated)}.</p>',
         *_html_warnings(c),
+        *[f'<h2 id="{e(t.name)}">{e(t.title)}</h2>' + _html_table(t) for t in first],
         "<h2>Runs</h2>",
         "<table><thead><tr><th>run</th><th>config hash</th><th>created</th><th>farm</th>"
         f"<th>model</th><th>experiment</th></tr></thead><tbody>{run_rows}</tbody></table>",
     ]
-    for t in c.tables:
-        if t.display:
-            parts += [f"<h2>{e(t.title)}</h2>", _html_table(t)]
+    for t in rest:
+        parts += [f"<h2>{e(t.title)}</h2>", _html_table(t)]
     if figures:
         parts.append("<h2>Figures</h2>")
         for stem, caption, png in figures:

@@ -5,7 +5,10 @@ Conventions (docs/report.md):
   benchmark in the plan; infra errors and missing trials count as failures.
 - The "graded" rate excludes infra errors and missing trials from numerator and denominator
   and is the pooled ratio resolved / graded (per seed: resolved_s / graded_s).
-- pass@k uses the unbiased estimator of Chen et al. (2021) per task, averaged over tasks.
+- pass@k uses the unbiased estimator of Chen et al. (2021) per task, averaged over tasks;
+  pass^k (all k attempts resolve; tau-bench, Yao et al. 2024) its counterpart C(c, k) / C(n, k).
+- The standard error is the normal approximation sqrt(p (1 - p) / n) with n = tasks, the
+  binomial formula lm-eval-harness and NeMo print beside a score.
 - Confidence intervals: percentile bootstrap that resamples tasks with replacement and, inside
   each resampled task, its seeds with replacement (two-stage cluster bootstrap), so both the
   between-task and the within-task (sampling) variance enter the interval.
@@ -58,6 +61,22 @@ def pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> float:
             continue
         values.append(1.0 if ni - ci < k else 1.0 - math.comb(ni - ci, k) / math.comb(ni, k))
     return float(PCT * np.mean(values)) if values else math.nan
+
+
+def pass_hat_k(n: np.ndarray, c: np.ndarray, k: int) -> float:
+    """Mean over tasks of C(c, k) / C(n, k): the chance that k of a task's n attempts, drawn
+    without replacement, all resolved (unbiased for p^k, as pass@k's form is for 1 - (1-p)^k);
+    with n = k it is the share of tasks resolved on every attempt. Tasks with n < k are skipped."""
+    values = [math.comb(ci, k) / math.comb(ni, k) for ni, ci in zip(n.tolist(), c.tolist()) if ni >= k]
+    return float(PCT * np.mean(values)) if values else math.nan
+
+
+def normal_stderr(rate_pct: float, n: int) -> float:
+    """sqrt(p (1 - p) / n) in points for a rate given in percent over ``n`` units (tasks)."""
+    if n <= 0 or math.isnan(rate_pct):
+        return math.nan
+    p = rate_pct / PCT
+    return float(PCT * math.sqrt(p * (1.0 - p) / n))
 
 
 def flip_rate(ok: np.ndarray, mask: np.ndarray) -> float:
@@ -143,6 +162,8 @@ class GroupStats:
     graded_per_seed: list[float]
     pass_at: dict[int, float]
     flip_rate: float
+    pass_hat: dict[int, float] = field(default_factory=dict)  # pass^j, j = 1..k
+    stderr: float = math.nan  # normal approximation of Avg@k, points, n = tasks
     error_classes: dict[tuple[str, str], int] = field(default_factory=dict)
     seeds: list[int] = field(default_factory=list)
 
@@ -190,6 +211,8 @@ def group_stats(group: Group, opts: BootstrapOptions | None = None) -> GroupStat
         graded_per_seed=per_seed_rates(ok, graded),
         pass_at={j: pass_at_k(n, c, j) for j in range(1, k + 1)},
         flip_rate=flip_rate(ok, graded),
+        pass_hat={j: pass_hat_k(n, c, j) for j in range(1, k + 1)},
+        stderr=normal_stderr(avg_at_k(ok), n_tasks),
         error_classes=classes,
         seeds=list(group.seeds),
     )

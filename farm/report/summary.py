@@ -1,65 +1,100 @@
-"""Terminal summary of one run: resolve rate per benchmark/arm and outcomes per class."""
+"""Terminal summary of one run: the report's main table, split in two sections to fit 100 columns.
+
+The first section says whether the claim holds (Avg@k, CI, SE, claim, verdict); the second how
+far to trust it (clean Avg@k, infra errors, trials not run, pass@k / pass^k, graded-only
+rate, error classes). Numbers are the same rows as the report's main table
+(farm/report/main_table.py), so the terminal and report.md never disagree.
+"""
 
 from __future__ import annotations
 
-import math
+from pathlib import Path
 
+from rich import box
+from rich.console import Group as RichGroup
 from rich.markup import escape
 from rich.table import Table
 
 from farm.report.caveats import image_caveats
-from farm.report.data import RunData, not_run, outcome_groups
-from farm.report.stats import avg_at_k, pooled_rate
+from farm.report.claims import ClaimsRegistry, load_claims
+from farm.report.data import RunData
+from farm.report.layout import fmt, fmt_ci
+from farm.report.main_table import claim_cell, infra_cell, model_cell, not_run_cell
+from farm.report.stats import pooled_rate
+from farm.report.tables import ReportOptions, compute
+
+WIDTH = 100  # the terminal width the summary is laid out for (tests render it at this width)
+VERDICT_STYLE = {"reproduced": "green", "below": "red", "above": "red", "incomplete": "magenta"}
 
 
-def _pct(v: float) -> str:
-    return "–" if math.isnan(v) else f"{v:.1f}"
+def _table(title: str | None, columns: list[tuple[str, str, bool]], first_width: int) -> Table:
+    # no vertical rules and collapsed padding: two characters between columns instead of three
+    table = Table(title=title, title_justify="left", expand=False, box=box.SIMPLE_HEAD, show_edge=False,
+                  collapse_padding=True, pad_edge=False)
+    for i, (name, just, wrap) in enumerate(columns):
+        # numbers never wrap or shrink to "…": the text columns around them give way instead
+        table.add_column(name, justify=just, no_wrap=not wrap, overflow="fold",  # type: ignore[arg-type]
+                         min_width=first_width if i == 0 else None)
+    return table
 
 
-def _model_cell(model: str, served_by: str) -> str:
-    """The group's model with what answered it when that says more (``frognano-4b (leaf ·
-    frognano-4b)``); one cell, so provenance costs the terminal table no column."""
-    return model if served_by in ("–", model) else f"{model} ({served_by})"
+def summary_table(run: RunData, registry: ClaimsRegistry | None = None,
+                  options: ReportOptions | None = None) -> RichGroup:
+    """The run's main table for a terminal of 100 columns: score and claim, then trust.
 
-
-def summary_table(run: RunData) -> Table:
-    """A rich table (no bootstrap, so it is instant): Avg@k over all scheduled trials, the
-    graded-only rate, and counts per outcome class with infra errors and missing trials apart."""
-    table = Table(title=f"run {run.run_id} · config {run.config_hash[:12]}")
-    for col, just in (
-        ("benchmark", "left"), ("arm", "left"), ("model", "left"), ("tasks×k", "right"),
-        ("Avg@k %", "right"), ("graded %", "right"), ("resolved", "right"),
-        ("unresolved", "right"), ("model_error", "right"), ("infra_error", "right"),
-        ("missing", "right"), ("error classes", "left"), ("not run", "left"),
-    ):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
-    for g in outcome_groups(run):
-        ok = g.resolved
-        classes: dict[str, int] = {}
+    ``registry``/``options`` default to the run's ``report.claims_dir`` and ``report.*``."""
+    options = options or ReportOptions.from_config(run.config)
+    if registry is None:
+        claims_dir = (run.config.get("report") or {}).get("claims_dir")
+        registry = load_claims(Path(claims_dir) if claims_dir else None)
+    content = compute([run], registry, options)
+    graded = {(g.benchmark, g.arm, g.model): pooled_rate(g.resolved, g.graded) for g in content.groups}
+    classes: dict[tuple[str, str, str], dict[str, int]] = {}
+    for g in content.groups:
+        per = classes.setdefault((g.benchmark, g.arm, g.model), {})
         for t in g.trials:
             if t["status"] in ("model_error", "infra_error") or t.get("error_class"):
                 name = f"{t['status']}:{t.get('error_class') or '-'}"
-                classes[name] = classes.get(name, 0) + 1
-        infra, missing = g.count("infra_error"), g.count("missing")
-        refused = ", ".join(f"{nr.reason}={nr.trials}" for nr in not_run(g.trials))
-        table.add_row(
-            g.benchmark,
-            g.arm,
-            _model_cell(g.model, g.served_by),
-            f"{len(g.tasks)}×{len(g.seeds)}",
-            _pct(avg_at_k(ok)),
-            _pct(pooled_rate(ok, g.graded)),
-            str(g.count("resolved")),
-            str(g.count("unresolved")),
-            str(g.count("model_error")),
-            f"[red]{infra}[/red]" if infra else "0",
-            f"[magenta]{missing}[/magenta]" if missing else "0",
-            ", ".join(f"{k}={v}" for k, v in sorted(classes.items())) or "–",
-            refused or "–",
+                per[name] = per.get(name, 0) + 1
+
+    # the benchmark and arm names keep their width (up to 20) so they are not broken mid-word
+    first = min(20, max((len(x) for r in content.main for x in (r.benchmark, r.arm)), default=9))
+    score = _table(f"run {run.run_id} · config {run.config_hash[:12]}", [
+        ("benchmark\narm", "left", True), ("model", "left", True), ("tasks\n×k", "right", False),
+        ("Avg@k\n%", "right", False), ("95% CI", "right", False), ("±SE", "right", False),
+        ("claim", "right", True), ("verdict", "left", True),
+    ], first)
+    trust = _table(None, [
+        ("benchmark\narm", "left", True), ("clean\n%", "right", False), ("clean\n95% CI", "right", False),
+        ("infra\nerrors", "right", False), ("not\nrun", "right", True), ("pass@k\n%", "right", False),
+        ("pass^k\n%", "right", False), ("graded\n%", "right", False),
+    ], first)
+    error_lines = []
+    for row in content.main:
+        r = vars(row)
+        key = (row.benchmark, row.arm, row.model)
+        where = escape(f"{row.benchmark}\n{row.arm}")
+        style = VERDICT_STYLE.get(row.verdict)
+        verdict = escape(row.verdict_text)
+        score.add_row(
+            where, escape(model_cell(row.model, row.served_by)), f"{row.tasks}×{row.k}",
+            fmt(row.avg_at_k), fmt_ci(row.ci_low, row.ci_high), fmt(row.stderr), escape(claim_cell(r)),
+            f"[{style}]{verdict}[/{style}]" if style else verdict,
         )
-    warnings = [f"[bold yellow]warning:[/bold yellow] {escape(cv.text)}" for cv in image_caveats([run])]
-    if not table.rows:
+        infra = infra_cell(r)
+        trust.add_row(
+            where, fmt(row.clean_avg_at_k), fmt_ci(row.clean_ci_low, row.clean_ci_high),
+            f"[red]{infra}[/red]" if row.infra_errors else infra,
+            f"[magenta]{not_run_cell(r)}[/magenta]" if row.not_run else "0",
+            fmt(row.pass_at_k), fmt(row.pass_hat_k), fmt(graded[key]),
+        )
+        if classes[key]:
+            error_lines.append(escape(f"error classes, {row.benchmark} · {row.arm}: "
+                                      + ", ".join(f"{k}={v}" for k, v in sorted(classes[key].items()))))
+    warnings = error_lines + [f"[bold yellow]warning:[/bold yellow] {escape(cv.text)}" for cv in image_caveats([run])]
+    if not content.main:
         warnings.insert(0, "no trials")
     if warnings:
-        table.caption = "\n".join(warnings)
-    return table
+        trust.caption = "\n".join(warnings)
+        trust.caption_justify = "left"
+    return RichGroup(score, trust)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +17,8 @@ from farm.report.claims import ClaimsRegistry
 from farm.report.cost import COST_FIELDS, CostRow, cost_rows
 from farm.report.data import CELL_STATUSES, Group, RunData, not_run, outcome_groups
 from farm.report.integrity import IntegrityRow, integrity_rows
+from farm.report.layout import Column, Table, fmt, fmt_ci, trace_columns
+from farm.report.main_table import MainRow, main_rows, main_table
 from farm.report.stats import BootstrapOptions, GroupStats, group_stats
 from farm.report.verdicts import Verdict, verdicts
 
@@ -58,34 +59,6 @@ class ReportOptions:
         return BootstrapOptions(samples=self.bootstrap, seed=self.seed, level=self.level)
 
 
-def fmt(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return "–" if math.isnan(value) else f"{value:.{digits}f}"
-    return str(value)
-
-
-def fmt_ci(lo: float, hi: float) -> str:
-    return "–" if math.isnan(lo) or math.isnan(hi) else f"[{lo:.1f}, {hi:.1f}]"
-
-
-Column = tuple[str, Callable[[dict[str, Any]], str]]
-
-
-@dataclass
-class Table:
-    name: str  # CSV file stem
-    title: str
-    rows: list[dict[str, Any]]
-    display: list[Column]
-    note: str = ""
-
-
-def _trace_columns() -> list[Column]:
-    return [("run", lambda r: str(r["run_id"])), ("config", lambda r: str(r["config_hash"])[:12])]
-
-
 @dataclass
 class ReportContent:
     runs: list[RunData]
@@ -98,6 +71,7 @@ class ReportContent:
     cost: list[CostRow] = field(default_factory=list)
     parallel: dict[tuple[str, str, str, str], tuple[int, int]] = field(default_factory=dict)
     integrity: list[IntegrityRow] = field(default_factory=list)
+    main: list[MainRow] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
 
 
@@ -115,6 +89,7 @@ def compute(runs: list[RunData], registry: ClaimsRegistry, options: ReportOption
         for g in groups:
             content.parallel[(g.run_id, g.benchmark, g.arm, g.model)] = tool_turns(g.trials, run.steps)
     content.verdicts = verdicts(content.stats, registry, options.incomplete_threshold)
+    content.main = main_rows(content.groups, content.stats, content.integrity, content.verdicts)
     content.tables = _tables(content)
     return content
 
@@ -153,6 +128,8 @@ def _tables(c: ReportContent) -> list[Table]:
             "graded_ci_high": s.graded_ci_high,
             "flip_rate": s.flip_rate,
             **{f"pass_at_{j}": s.pass_at.get(j, math.nan) for j in range(1, max_k + 1)},
+            **{f"pass_hat_{j}": s.pass_hat.get(j, math.nan) for j in range(1, max_k + 1)},
+            "stderr": s.stderr,
             **{st: s.counts[st] for st in CELL_STATUSES},
             "tool_calling_turns": tct,
             "parallel_call_turns": pct,
@@ -162,27 +139,23 @@ def _tables(c: ReportContent) -> list[Table]:
     tables.append(
         Table(
             "results",
-            "Resolve rates",
+            "Resolve rates in detail",
             results,
             [
                 ("benchmark", lambda r: r["benchmark"]),
                 ("arm", lambda r: r["arm"]),
                 ("model", lambda r: r["model"]),
-                ("policy · served", lambda r: r["served_by"]),
-                ("tasks × k", lambda r: f"{r['tasks']} × {r['k']}"),
-                ("Avg@k % (all scheduled)", lambda r: fmt(r["avg_at_k"])),
-                ("95% CI", lambda r: fmt_ci(r["ci_low"], r["ci_high"])),
-                ("per seed", lambda r: r["per_seed"]),
+                ("per seed %", lambda r: r["per_seed"]),
                 ("graded-only %", lambda r: f"{fmt(r['graded_rate'])} of {r['graded']}"),
                 ("graded CI", lambda r: fmt_ci(r["graded_ci_low"], r["graded_ci_high"])),
                 *[(f"pass@{j}", lambda r, j=j: fmt(r[f"pass_at_{j}"])) for j in range(1, max_k + 1)],
                 ("flip %", lambda r: fmt(r["flip_rate"])),
                 ("parallel-call turns %", lambda r: fmt(r["parallel_rate"], 2)),
-                *_trace_columns(),
+                *trace_columns(),
             ],
-            note="Avg@k counts infra errors and missing trials as failures over all tasks of the "
-            "benchmark; graded-only excludes them. CIs: seeded two-stage bootstrap "
-            f"(tasks, then seeds within task), B={c.options.bootstrap}, seed={c.options.seed}.",
+            note="Per seed: resolved / all tasks on each seed (Avg@k is their mean); graded-only leaves "
+            "infra errors and missing trials out of numerator and denominator, with the same bootstrap CI "
+            "as the main table. pass@j for j = 1..k; flip: tasks whose graded outcome differs between seeds.",
         )
     )
 
@@ -197,7 +170,7 @@ def _tables(c: ReportContent) -> list[Table]:
                 ("arm", lambda r: r["arm"]),
                 ("scheduled", lambda r: str(r["scheduled"])),
                 *[(st, lambda r, st=st: str(r[st])) for st in CELL_STATUSES],
-                *_trace_columns(),
+                *trace_columns(),
             ],
         )
     )
@@ -217,7 +190,7 @@ def _tables(c: ReportContent) -> list[Table]:
                 ("status", lambda r: r["status"]),
                 ("error class", lambda r: r["error_class"]),
                 ("trials", lambda r: str(r["count"])),
-                *_trace_columns(),
+                *trace_columns(),
             ],
         )
     )
@@ -242,7 +215,7 @@ def _tables(c: ReportContent) -> list[Table]:
                 ("rules", lambda r: r["rules"] or "–"),
                 ("re-graded", lambda r: str(r["regraded"])),
                 ("verdicts changed", lambda r: str(r["regrade_changed"])),
-                *_trace_columns(),
+                *trace_columns(),
             ],
             note="clean Avg@k counts a resolved trial as unresolved when the hack scan flagged its tool calls "
                  "(farm/grade/hack_scan.py); re-graded rows come from `farm regrade`",
@@ -267,7 +240,7 @@ def _tables(c: ReportContent) -> list[Table]:
                     ("trials", lambda r: str(r["trials"])),
                     ("tasks", lambda r: r["task_ids"]),
                     ("why (first trial)", lambda r: r["example"]),
-                    *_trace_columns(),
+                    *trace_columns(),
                 ],
                 note="Found by the run's preflight (or at sandbox start) and recorded once per trial as "
                 "infra_error task_unsupported:<reason>, never retried; they count as failures in Avg@k "
@@ -290,7 +263,7 @@ def _tables(c: ReportContent) -> list[Table]:
                 ("arm", lambda r: r["arm"]),
                 ("exit reason", lambda r: r["exit_reason"]),
                 ("trials", lambda r: str(r["count"])),
-                *_trace_columns(),
+                *trace_columns(),
             ],
         )
     )
@@ -326,23 +299,22 @@ def _tables(c: ReportContent) -> list[Table]:
         }
         for v in c.verdicts
     ]
+    tables.insert(0, main_table(c.main, c.options.bootstrap, c.options.seed))
     tables.insert(
-        0,
+        1,
         Table(
             "verdicts",
-            "Claims versus measurements",
+            "Claims of the evaluated models (measured values: see Results)",
             verdict_rows,
             [
                 ("model", lambda r: r["model"]),
                 ("benchmark", lambda r: r["benchmark"]),
                 ("arm", lambda r: r["arm"]),
                 ("claim", lambda r: f"{fmt(r['claim'])} ({r['claim_metric']})"),
-                ("measured", lambda r: f"{fmt(r['measured'])} (avg@{r['measured_k']})" if r["measured_k"] else "–"),
-                ("95% CI", lambda r: fmt_ci(r["ci_low"], r["ci_high"])),
                 ("verdict", lambda r: r["verdict_text"]),
                 ("note", lambda r: r["note"]),
                 ("source", lambda r: r["claim_source"]),
-                *_trace_columns(),
+                *trace_columns(),
             ],
             note=f"reproduced = claim inside our 95% CI; incomplete = more than "
             f"{100 * c.options.incomplete_threshold:.0f}% of scheduled trials are infra errors or missing.",
@@ -370,7 +342,7 @@ def _tables(c: ReportContent) -> list[Table]:
                     ("steps/trial", lambda r: fmt(r["steps_mean"])),
                     ("tokens/trial", lambda r: fmt(r["tokens_mean"], 0)),
                     ("wall s/trial", lambda r: fmt(r["wall_s_mean"])),
-                    *_trace_columns(),
+                    *trace_columns(),
                 ],
                 note="McNemar: exact test on per-task majority outcomes (a task counts as resolved "
                 "when more than half of its seeds resolved); b = baseline only, c = arm only.",
@@ -406,7 +378,7 @@ def _tables(c: ReportContent) -> list[Table]:
                 per("llm_s", 1),
                 per("sandbox_cpu_s", 1),
                 per("gpu_s", 1),
-                *_trace_columns(),
+                *trace_columns(),
             ],
             note="Totals include every attempt (retried infra errors too). GPU seconds are the run's "
             "serving GPU time, split by LLM seconds; – when the run did not serve the model.",
