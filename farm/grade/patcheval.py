@@ -4,6 +4,11 @@ Resolved iff fix-run.sh exits 0 (grading.md §3.3: the Verified grader runs only
 script, with no prepare.sh and no separate unit-test step). The patch is applied in a *fresh*
 sandbox from the same image because the agent's sandbox had the grader's payload removed
 (``prepare_workspace``) and may have been tampered with.
+
+Where the repository *is* /workspace, the payload (fix-run.sh, the PoC, ...) lies inside the
+work tree the agent edits, so its patch may carry those files (:func:`screen_patch`): an
+unchanged copy is dropped, a changed one refuses the patch (unresolved, ``apply_fail``) before
+fix-run.sh runs, so a patch can never rewrite the grader that judges it.
 """
 
 from __future__ import annotations
@@ -97,6 +102,54 @@ def parse_grader_log(text: str) -> dict[str, Any]:
     }
 
 
+PAYLOAD_NAMES = ("fix-run.sh", "fix.patch")  # the grader's own files, wherever the repository is
+_DIFF_HEAD = re.compile(r'^diff --git (?:"?a/(.*?)"?) (?:"?b/(.*?)"?)$')
+_NEW_BLOB = re.compile(r"^index 0+\.\.([0-9a-f]{7,64})(?: \d+)?$", re.M)
+
+
+def split_patch(patch: str) -> list[tuple[str, str]]:
+    """(path, text) of each file's part of a git diff, in order (text before the first part is
+    kept as a part with path "")."""
+    parts = re.split(r"(?m)^(?=diff --git )", patch)
+    out = []
+    for part in parts:
+        if not part:
+            continue
+        m = _DIFF_HEAD.match(part.split("\n", 1)[0])
+        out.append((m.group(2) if m else "", part))
+    return out
+
+
+async def screen_patch(sandbox: Sandbox, repo: str, patch: str) -> tuple[str, list[str]]:
+    """The patch without parts that merely re-add the grader's files unchanged, and the
+    grader's files it would change: fix-run.sh and fix.patch anywhere in the work tree, and,
+    where the repository is /workspace itself, every untracked file of the fresh image there.
+
+    A changed part is named, not applied: a patch must not rewrite the grader that judges it.
+    """
+    q = shlex.quote(repo)
+    names = " ".join(f"':(glob)**/{n}'" for n in PAYLOAD_NAMES)
+    # below a nested repository the payload lies outside it (git apply refuses ../ paths)
+    others = f"git -C {q} ls-files -z --others --exclude-standard; " if repo.rstrip("/") == WORKSPACE else ""
+    res = await sandbox.exec(f"{others}git -C {q} ls-files -z --others --exclude-standard -- {names}; "
+                             f"git -C {q} ls-files -z -- {names}", timeout_s=60, cwd="/")
+    protected = {p for p in res.stdout.split("\0") if p}
+    if not protected:
+        return patch, []
+    kept, changed = [], []
+    for path, part in split_patch(patch):
+        if path not in protected:
+            kept.append(part)
+            continue
+        new = _NEW_BLOB.search(part)
+        if new is not None:
+            blob = await sandbox.exec(f"git -C {q} hash-object -- {shlex.quote(path)}", timeout_s=30, cwd="/")
+            if blob.exit_code == 0 and blob.stdout.strip().startswith(new.group(1)):
+                continue  # the image's own file, as the agent found it: not a change
+        changed.append(path)
+    return "".join(kept), changed
+
+
 def with_trailing_newline(patch: str) -> str:
     return patch if patch.endswith("\n") or not patch else patch + "\n"
 
@@ -112,6 +165,11 @@ async def grade(
     sandbox: Sandbox = await made if isinstance(made, Awaitable) else made  # type: ignore[assignment]
     try:
         await sandbox.start()
+        patch, changed = await screen_patch(sandbox, await detect_repo(sandbox, task), patch)
+        if changed:
+            output = f"farm: the patch changes the grader's file(s) {', '.join(changed)}; refused, not applied\n"
+            return PatchEvalVerdict(resolved=False, reward=0.0, exit_code=1, timed_out=False, output=output,
+                                    failure_type="apply_fail", verify_s=time.monotonic() - t0)
         await sandbox.write_file(FIX_PATCH, with_trailing_newline(patch).encode("utf-8"), 0o644)
         res = await sandbox.exec(GRADE_COMMAND, timeout_s=task.verifier_timeout_s, cwd=WORKSPACE,
                                  merge_stderr=True)
