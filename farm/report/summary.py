@@ -1,8 +1,8 @@
 """Terminal summary of one run: the report's main table, split in two sections to fit 100 columns.
 
 The first section says whether the claim holds (Avg@k, CI, SE, claim, verdict); the second how
-far to trust it (clean Avg@k, infra errors, trials not run, pass@k / pass^k, graded-only
-rate, error classes). Numbers are the same rows as the report's main table
+far to trust it (tasks × k, clean Avg@k, infra errors, trials not run, pass@k / pass^k,
+graded-only rate, then a line of error classes per group). Numbers are the same rows as the report's main table
 (farm/report/main_table.py), so the terminal and report.md never disagree.
 """
 
@@ -19,7 +19,7 @@ from farm.report.caveats import image_caveats
 from farm.report.claims import ClaimsRegistry, load_claims
 from farm.report.data import RunData
 from farm.report.layout import fmt, fmt_ci
-from farm.report.main_table import claim_cell, infra_cell, model_cell, not_run_cell
+from farm.report.main_table import claim_cell, infra_cell, model_cell
 from farm.report.stats import pooled_rate
 from farm.report.tables import ReportOptions, compute
 
@@ -27,14 +27,30 @@ WIDTH = 100  # the terminal width the summary is laid out for (tests render it a
 VERDICT_STYLE = {"reproduced": "green", "below": "red", "above": "red", "incomplete": "magenta"}
 
 
-def _table(title: str | None, columns: list[tuple[str, str, bool]], first_width: int) -> Table:
-    # no vertical rules and collapsed padding: two characters between columns instead of three
+# (header, justify, widest the column may grow to; None: a number that never wraps). The caps
+# are chosen so that the widest layout fits WIDTH (score: 7 columns, 6 separators; trust: 9 and
+# 8) with the widest numbers ("[100.0, 100.0]", "2000×10"): rich then never has to collapse
+# columns, which can overshoot the terminal, where the console crops the last numbers.
+Spec = tuple[str, str, int | None]
+SCORE: list[Spec] = [
+    ("benchmark\narm", "left", 20), ("model", "left", 17), ("Avg@k\n%", "right", None),
+    ("95% CI", "right", None), ("±SE", "right", None), ("claim", "right", 12), ("verdict", "left", 15),
+]
+TRUST: list[Spec] = [
+    ("benchmark\narm", "left", 20), ("tasks\n×k", "right", None), ("clean\n%", "right", None),
+    ("clean\n95% CI", "right", None), ("infra\nerrors", "right", 11), ("not\nrun", "right", None),
+    ("pass@k\n%", "right", None), ("pass^k\n%", "right", None), ("graded\n%", "right", None),
+]
+
+
+def _table(title: str | None, columns: list[Spec], first_width: int) -> Table:
+    # no vertical rules, one space of padding: two characters between columns instead of three
     table = Table(title=title, title_justify="left", expand=False, box=box.SIMPLE_HEAD, show_edge=False,
-                  collapse_padding=True, pad_edge=False)
-    for i, (name, just, wrap) in enumerate(columns):
-        # numbers never wrap or shrink to "…": the text columns around them give way instead
-        table.add_column(name, justify=just, no_wrap=not wrap, overflow="fold",  # type: ignore[arg-type]
-                         min_width=first_width if i == 0 else None)
+                  padding=(0, 1, 0, 0), pad_edge=False)
+    for i, (name, just, cap) in enumerate(columns):
+        # numbers never wrap or shrink to "…": the text columns around them give way (and fold)
+        table.add_column(name, justify=just, no_wrap=cap is None, overflow="fold",  # type: ignore[arg-type]
+                         max_width=cap, min_width=first_width if i == 0 else None)
     return table
 
 
@@ -59,16 +75,8 @@ def summary_table(run: RunData, registry: ClaimsRegistry | None = None,
 
     # the benchmark and arm names keep their width (up to 20) so they are not broken mid-word
     first = min(20, max((len(x) for r in content.main for x in (r.benchmark, r.arm)), default=9))
-    score = _table(f"run {run.run_id} · config {run.config_hash[:12]}", [
-        ("benchmark\narm", "left", True), ("model", "left", True), ("tasks\n×k", "right", False),
-        ("Avg@k\n%", "right", False), ("95% CI", "right", False), ("±SE", "right", False),
-        ("claim", "right", True), ("verdict", "left", True),
-    ], first)
-    trust = _table(None, [
-        ("benchmark\narm", "left", True), ("clean\n%", "right", False), ("clean\n95% CI", "right", False),
-        ("infra\nerrors", "right", False), ("not\nrun", "right", True), ("pass@k\n%", "right", False),
-        ("pass^k\n%", "right", False), ("graded\n%", "right", False),
-    ], first)
+    score = _table(f"run {run.run_id} · config {run.config_hash[:12]}", SCORE, first)
+    trust = _table(None, TRUST, first)
     error_lines = []
     for row in content.main:
         r = vars(row)
@@ -77,20 +85,22 @@ def summary_table(run: RunData, registry: ClaimsRegistry | None = None,
         style = VERDICT_STYLE.get(row.verdict)
         verdict = escape(row.verdict_text)
         score.add_row(
-            where, escape(model_cell(row.model, row.served_by)), f"{row.tasks}×{row.k}",
-            fmt(row.avg_at_k), fmt_ci(row.ci_low, row.ci_high), fmt(row.stderr), escape(claim_cell(r)),
+            where, escape(model_cell(row.model, row.served_by)), fmt(row.avg_at_k),
+            fmt_ci(row.ci_low, row.ci_high), fmt(row.stderr), escape(claim_cell(r)),
             f"[{style}]{verdict}[/{style}]" if style else verdict,
         )
         infra = infra_cell(r)
         trust.add_row(
-            where, fmt(row.clean_avg_at_k), fmt_ci(row.clean_ci_low, row.clean_ci_high),
+            where, f"{row.tasks}×{row.k}", fmt(row.clean_avg_at_k), fmt_ci(row.clean_ci_low, row.clean_ci_high),
             f"[red]{infra}[/red]" if row.infra_errors else infra,
-            f"[magenta]{not_run_cell(r)}[/magenta]" if row.not_run else "0",
+            f"[magenta]{row.not_run}[/magenta]" if row.not_run else "0",
             fmt(row.pass_at_k), fmt(row.pass_hat_k), fmt(graded[key]),
         )
-        if classes[key]:
+        # the not-run count splits here into refused (task_unsupported:*) and missing trials
+        named = sorted(classes[key].items()) + ([("missing", row.not_run_missing)] if row.not_run_missing else [])
+        if named:
             error_lines.append(escape(f"error classes, {row.benchmark} · {row.arm}: "
-                                      + ", ".join(f"{k}={v}" for k, v in sorted(classes[key].items()))))
+                                      + ", ".join(f"{k}={v}" for k, v in named)))
     warnings = error_lines + [f"[bold yellow]warning:[/bold yellow] {escape(cv.text)}" for cv in image_caveats([run])]
     if not content.main:
         warnings.insert(0, "no trials")

@@ -138,8 +138,21 @@ def test_a_claim_inside_the_ci_is_reproduced_and_a_model_without_claim_says_so(t
 
 def _terminal(run, width: int = 100) -> str:
     console = Console(width=width, record=True, color_system=None)
-    console.print(summary_table(run, load_claims(), FAST))
+    # crop=False: a table wider than the console shows as a long line instead of being cut off
+    console.print(summary_table(run, load_claims(), FAST), crop=False)
     return console.export_text()
+
+
+def test_the_widest_numbers_still_fit() -> None:
+    # every trial resolved (CI "[100.0, 100.0]") under a claim far below: "above by 52.7 pts"
+    tasks = [f"t{i}" for i in range(40)]
+    run = run_data("all", plan_table("all", "patch_eval_verified", tasks, list(range(10)), ["base"], MODEL),
+                   [trial("all", "patch_eval_verified", t, s, "resolved", model=MODEL)
+                    for t in tasks for s in range(10)], model=MODEL)
+    text = _terminal(run)
+    assert max(len(line) for line in text.splitlines()) <= 100 and "…" not in text
+    assert "[100.0, 100.0]" in text and "40×10" in text and "0 (0.0%)" in text and "47.3 (avg@3)" in text
+    assert "above by 52.7" in text
 
 
 def test_the_terminal_table_fits_100_columns_with_every_key_number_whole() -> None:
@@ -158,17 +171,19 @@ def test_the_terminal_table_fits_100_columns_with_every_key_number_whole() -> No
 
 def test_the_terminal_table_wraps_long_names_instead_of_cutting_them() -> None:
     long_model = "some-organisation/a-rather-long-model-name-for-a-checkpoint-step-000200"
-    run = run_data("w", plan_table("w", "patch_eval_verified", ["t1", "t2"], [0, 1], ["base"], long_model),
-                   [trial("w", "patch_eval_verified", t, s, st, model=long_model)
+    arm = "parallel-tools-concurrent-execution"
+    run = run_data("w", plan_table("w", "patch_eval_verified", ["t1", "t2"], [0, 1], [arm], long_model),
+                   [trial("w", "patch_eval_verified", t, s, st, arm=arm, model=long_model)
                     for t, s, st in (("t1", 0, "resolved"), ("t1", 1, "resolved"), ("t2", 0, "unresolved"),
                                      ("t2", 1, "infra_error"))], model=long_model)
     text = _terminal(run)
     assert max(len(line) for line in text.splitlines()) <= 100 and "…" not in text
     assert "50.0" in text and "patch_eval_verified" in text  # Avg@k (1/2 + 1/2) / 2 = 50 %
+    assert "1 (25.0%)" in text  # one infra error of 4 trials
     # the model cell is folded over lines, never cut: read its column back line by line
     lines = text.splitlines()
     first = next(i for i, line in enumerate(lines) if "some-organisation" in line)
     col = lines[first].index("some-organisation")
     width = len(lines[first][col:].split("  ")[0])
-    cell = "".join(line[col:col + width].strip() for line in lines[first:first + 4])
-    assert cell.startswith(long_model)
+    row = itertools.takewhile(lambda line: not line.startswith("benchmark"), lines[first:])  # to section 2
+    assert "".join(line[col:col + width].strip() for line in row) == long_model
