@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from farm.grade import patcheval as pe
 from farm.grade.patch import capture_patch
 from farm.sandbox.local import LocalSandbox
 from farm.tasks.model import BuildStep, Environment, Task, VerifierSpec
+from farm.tasks.patcheval import load_patcheval_rows
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,
                                 reason="needs bubblewrap and git")
@@ -54,20 +56,34 @@ def _git(path: Path, *args: str) -> None:
                    capture_output=True)
 
 
-def _task(tmp_path: Path, *, root_repo: bool = False) -> Task:
+ROWS = Path(__file__).resolve().parents[1] / "fixtures" / "grading" / "patcheval_verified_rows.jsonl"
+
+
+def _task(tmp_path: Path, *, root_repo: bool = False, row: str | None = None) -> Task:
+    """A PatchEval task over a workspace built here; with ``row``, the task the real dataset row
+    of that CVE loads to (its id, instruction, repository name), on that workspace."""
+    real = None
+    if row is not None:
+        (real,) = [t for t in load_patcheval_rows(ROWS).tasks if t.task_id == row]
+    name = real.metadata["repo_name"] if real is not None else "proj"
     ws = tmp_path / "ctx" / "workspace"
-    repo = ws if root_repo else ws / "proj"
+    repo = ws if root_repo else ws / name
     repo.mkdir(parents=True)
     (repo / "app.py").write_text(VULNERABLE)
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "vulnerable")
-    repo_path = "/workspace" if root_repo else "/workspace/proj"
+    if real is not None:  # a second repository beside it: the named one must be the one found
+        (ws / "vendor").mkdir(parents=True)
+        _git(ws / "vendor", "init", "-q")
+    repo_path = "/workspace" if root_repo else f"/workspace/{name}"
     (ws / "fix-run.sh").write_text(FIX_RUN.format(repo=repo_path))
     (ws / "poc_test.py").write_text(POC.format(repo=repo_path))
     (ws / "fix.patch").write_text("the reference fix\n")
     env = Environment(workdir="/workspace", build_context=tmp_path / "ctx",
                       build_steps=(BuildStep("copy", "workspace", "/workspace"),))
+    if real is not None:
+        return replace(real, environment=env, verifier_timeout_s=60)
     return Task(benchmark="patcheval", task_id="CVE-2099-0001", instruction="", environment=env,
                 verifier=VerifierSpec(protocol="patcheval"), verifier_timeout_s=60,
                 agent_network="no-network", verifier_network="no-network", metadata={"repo_name": "proj"})
@@ -146,6 +162,16 @@ async def test_a_patch_that_edits_the_graders_own_files_is_refused(tmp_path: Pat
     verdict = await _grade(tmp_path, task, patch)
     assert (verdict.resolved, verdict.reward) == (False, 0.0), verdict.output
     assert verdict.failure_type == "apply_fail" and "grader's file" in verdict.output
+
+
+@pytest.mark.parametrize("attack", ["fake_passed_lines", "edits_the_tests_it_can_reach", None])
+async def test_the_real_jupyter_notebook_row_grades_its_own_repository(tmp_path: Path, attack: str | None) -> None:
+    task = _task(tmp_path, row="CVE-2020-26215")
+    assert task.metadata["repo_name"] == "notebook" and task.task_id in task.instruction
+    command = ATTACKS[attack] if attack else f"cat > app.py <<'PYEOF'\n{FIXED}PYEOF"
+    patch = await _agent_patch(tmp_path, task, command)
+    verdict = await _grade(tmp_path, task, patch)
+    assert verdict.resolved is (attack is None), verdict.output
 
 
 async def test_a_deleted_poc_is_still_run_from_the_fresh_image(tmp_path: Path) -> None:
