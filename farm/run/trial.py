@@ -284,6 +284,7 @@ async def run_trial(
             return finish("infra_error", start_error_class(exc), str(exc))
         row.sandbox_start_s = sandbox.stats.start_s
         row.api_calls_start = sandbox.stats.api_calls_start
+        row.agent_isolation = sandbox.stats.isolation
         _fill_image(row, sandbox.stats.image)
         if strip:
             # before the agent's first step: the fix must not be one `git log --all` away

@@ -53,6 +53,9 @@ class Capabilities:
     instead of probing for methods."""
 
     set_network: bool = False  # egress can be switched after start (grading in the verifier's mode)
+    # the agent's commands run in a PID namespace the sandbox agent is outside of, so that no
+    # command can kill it (inside/jail.py); stats.isolation says whether it took effect
+    isolated_commands: bool = False
 
 
 @dataclass
@@ -125,9 +128,18 @@ class SandboxStats:
     api_calls_after_start: int = 0  # ... and afterwards (the exec channel should need none)
     cpu_s: float | None = None  # CPU seconds consumed inside the sandbox, when measurable
     image: ImageProvenance | None = None  # what the sandbox ran, when the backend knows
+    # how the agent's commands are kept from the sandbox agent (inside/jail.py): "pid-namespace+proc",
+    # or "none: <why>" where a command could kill it and lose the sandbox
+    isolation: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # files the trial keeps as artifacts under sandbox/<name> (an image build log, ...)
     artifacts: dict[str, bytes] = field(default_factory=dict)
+
+
+# Granted to the sandbox agent only (bwrap, docker/podman), to put the agent's commands in a PID
+# namespace of their own (inside/jail.py); every command drops them again before it starts.
+JAIL_CAPS = ("CAP_SYS_ADMIN", "CAP_SYS_CHROOT", "CAP_SETPCAP")
+JAIL_ENV = "FARM_AGENT_JAIL"
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any
 from farm.config import DockerSandboxConfig, KubernetesSandboxConfig, SandboxConfig
 from farm.errors import ConfigError
 from farm.sandbox import manifests as m
-from farm.sandbox.base import GcReport, Sandbox, SandboxStartError
+from farm.sandbox.base import JAIL_CAPS, JAIL_ENV, Capabilities, GcReport, Sandbox, SandboxStartError
 from farm.sandbox.images import LOG_ARTIFACT, ensure_image
 from farm.sandbox.relayed import ProcStream, RelaySandbox, built_view, check_relay_task, relay_plan, resolve_image
 from farm.tasks.model import NetworkMode, Task
@@ -51,6 +51,11 @@ def run_args(pod: dict[str, Any], volume: str, network: NetworkMode, cfg: Docker
         args += ["--cap-drop", cap]
     for cap in caps.get("add", []):
         args += ["--cap-add", cap]
+    # for the sandbox agent only: it puts the agent's commands in a PID namespace of their own,
+    # and every command drops these again before it starts (inside/jail.py)
+    for cap in JAIL_CAPS:
+        args += ["--cap-add", cap.removeprefix("CAP_")]
+    args += ["-e", f"{JAIL_ENV}={','.join(JAIL_CAPS)}"]
     limits = c["resources"]["limits"]
     if "cpu" in limits:
         args += ["--cpus", str(int(limits["cpu"].rstrip("m")) / 1000)]
@@ -65,6 +70,7 @@ def run_args(pod: dict[str, Any], volume: str, network: NetworkMode, cfg: Docker
 
 class ContainerSandbox(RelaySandbox):
     backend = "docker"
+    capabilities = Capabilities(isolated_commands=True)  # run_args grants the jail's caps
     cfg: DockerSandboxConfig
 
     def __init__(self, task: Task, cfg: DockerSandboxConfig, *, run_id: str, trial_key: str, attempt: int = 0,

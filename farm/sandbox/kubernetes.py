@@ -172,7 +172,9 @@ def pod_digest(pod: Any) -> str:
 
 class KubernetesSandbox(RelaySandbox):
     backend = "kubernetes"
-    capabilities = Capabilities(set_network=True)  # egress is a NetworkPolicy: it can change in place
+    # egress is a NetworkPolicy: it can change in place. No jail: CAP_SYS_ADMIN, even for the
+    # sandbox agent alone, is refused by the baseline and restricted Pod Security standards
+    capabilities = Capabilities(set_network=True)
     cfg: KubernetesSandboxConfig
 
     def __init__(

@@ -32,6 +32,9 @@ from typing import Any
 from farm.config import LocalSandboxConfig, SandboxConfig
 from farm.errors import ConfigError, TaskFormatError, UnsupportedTaskError
 from farm.sandbox.base import (
+    JAIL_CAPS,
+    JAIL_ENV,
+    Capabilities,
     GcReport,
     SandboxClosedError,
     SandboxError,
@@ -126,8 +129,9 @@ def bwrap_argv(
     if info_fd is not None:
         argv += ["--info-fd", str(info_fd)]
     argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    for cap in KEEP_CAPS:
+    for cap in KEEP_CAPS + JAIL_CAPS:
         argv += ["--cap-add", cap]
+    argv += ["--setenv", JAIL_ENV, ",".join(JAIL_CAPS)]
     argv += ["--remount-ro", "/", "--chdir", workdir, "--", python, "-I", "-S", f"{AGENT_MOUNT}/server.py"]
     return argv
 
@@ -154,6 +158,7 @@ class LocalSandbox(ChannelSandboxMixin):
     """A bubblewrap sandbox driven through the sandbox-agent channel."""
 
     backend = "local"
+    capabilities = Capabilities(isolated_commands=True)  # bwrap grants the jail's caps (inside/jail.py)
 
     def __init__(
         self,
@@ -279,6 +284,7 @@ class LocalSandbox(ChannelSandboxMixin):
                 stdout=asyncio.subprocess.PIPE,
                 stderr=err,
                 env=base_env,
+                cwd="/",  # bwrap keeps its own start directory in PWD: nothing of the host's
                 start_new_session=True,
                 limit=LINE_LIMIT,
                 pass_fds=(net.info_fd,) if net else (),
@@ -290,7 +296,8 @@ class LocalSandbox(ChannelSandboxMixin):
                                name=f"sandbox {self.task.task_id}", describe_loss=self._describe_loss)
         self.channel.start()
         try:
-            await self.channel.request("ping", timeout=PING_TIMEOUT_S)
+            pong = await self.channel.request("ping", timeout=PING_TIMEOUT_S)
+            self.stats.isolation = pong.get("agent_isolation") if isinstance(pong, dict) else None
         except SandboxError as e:
             raise SandboxStartError(f"task {self.task.task_id}: the sandbox agent did not come up: {e}",
                                     reason="agent") from None

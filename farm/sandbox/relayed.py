@@ -340,7 +340,8 @@ class RelaySandbox(ChannelSandboxMixin):
             self.channel = ReconnectingChannel(self._open_stream, name=self.label,
                                                max_reconnects=self.cfg.max_reconnects, alive=self._why_dead)
             await self.channel.connect()
-            await self.channel.request("ping", {}, timeout=60)
+            pong = await self.channel.request("ping", {}, timeout=60)
+            self.stats.isolation = pong.get("agent_isolation") if isinstance(pong, dict) else None
             await self._prepare()
         except BaseException as e:
             await self._teardown(force=True)

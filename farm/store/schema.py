@@ -62,6 +62,8 @@ class TrialResult:
     sandbox_cpu_s: float | None = None
     api_calls_start: int | None = None
     api_calls_after_start: int | None = None
+    # pid-namespace[+proc]: the agent's commands could not kill the sandbox agent; none: <why>
+    agent_isolation: str | None = None
     # provenance
     policy: str | None = None  # oracle | nop | scripted (farm's local policies) | leaf (a model)
     model_preset: str | None = None  # model.name of the config (the preset): what was asked for

@@ -6,7 +6,11 @@ traceback in the artifacts, not in the row."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -113,10 +117,30 @@ def test_an_agent_stopped_by_a_broken_sandbox_is_an_infra_error(tmp_path: Path) 
     tasks = tmp_path / "tasks"
     make_task(tasks, "only", CHECK_ANSWER, solve_sh=None)
     script = tmp_path / "break.yaml"
-    # $PPID of the Bash tool is the sandbox agent: killing it breaks the channel mid-call
-    script.write_text(yaml.safe_dump([{"tool_calls": [{"name": "Bash", "arguments": {"command": "kill -9 $PPID"}}]},
+    script.write_text(yaml.safe_dump([{"tool_calls": [{"name": "Bash", "arguments": {"command": "sleep 60"}}]},
                                       {"content": "done"}]))
-    _, summary = _run(tmp_path, tasks, "agent=scripted", f"agent.script={script}", "run.max_attempts=1")
+    # The agent's commands cannot reach the sandbox agent any more (inside/jail.py), so the
+    # sandbox breaks from outside, as a node or an OOM kill would break it: this test's own
+    # run's bwrap is killed while the command sleeps.
+    killed: list[int] = []
+
+    def kill_the_sandbox() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            for owner in (tmp_path / "sandboxes").rglob("bwrap.pid"):
+                pid = int(owner.read_text().split()[0])
+                time.sleep(2)  # inside the Bash call by now
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                break
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_the_sandbox, daemon=True)
+    killer.start()
+    _, summary = _run(tmp_path, tasks, "agent=scripted", f"agent.script={script}", "run.max_attempts=1",
+                      "run.preflight_sandbox=false")  # the first sandbox to appear is the trial's
+    killer.join(5)
+    assert killed
     (row,) = _rows(tmp_path / "store", summary.run_id)
     assert (row["status"], row["error_class"], row["exit_reason"]) == ("infra_error", "tool_error", "tool_error")
 

@@ -390,6 +390,25 @@ class SandboxConformance:
         assert looped.observation.startswith("No files matched.\n[farm: Glob stopped after 1 s;")
         assert (await sb.exec("echo alive")).stdout == "alive\n"
 
+    async def test_a_command_that_kills_every_process_it_sees_leaves_the_sandbox_working(
+            self, make_sandbox: MakeSandbox) -> None:
+        sb = await make_sandbox()
+        if not sb.capabilities.isolated_commands:
+            assert sb.stats.isolation is not None and sb.stats.isolation.startswith("none"), sb.stats.isolation
+            return  # such a command would kill the sandbox agent here: the row says so
+        assert sb.stats.isolation == "pid-namespace+proc"
+        jail_caps = (1 << 21) | (1 << 18) | (1 << 8)  # CAP_SYS_ADMIN, CAP_SYS_CHROOT, CAP_SETPCAP
+        caps = await sb.exec("grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status")
+        assert len(caps.stdout.splitlines()) == 5, caps.output
+        for line in caps.stdout.splitlines():  # what the agent holds for the jail, no command does
+            assert int(line.split()[1], 16) & jail_caps == 0, line
+        killed = await sb.exec("(sleep 300 >/dev/null 2>&1 &); sleep 0.3; kill -9 -1; echo $?; kill -9 1; echo $?")
+        assert killed.stdout == "0\n0\n", killed.output
+        assert (await sb.exec("echo alive")).stdout == "alive\n"
+        # the commands' /proc is their namespace's: the killed sleep is gone, PID 1 is the jail's init
+        listed = await sb.exec("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done")
+        assert "sleep 300" not in listed.stdout and "server.py" not in listed.stdout, listed.stdout
+
     async def test_kill_leftovers_ends_daemons_and_keeps_the_sandbox(self, make_sandbox: MakeSandbox) -> None:
         sb = await make_sandbox()
         started = await sb.exec("setsid nohup sleep 601 >/dev/null 2>&1 < /dev/null & "

@@ -168,7 +168,8 @@ def test_shutdown_answers_then_stops(agent, monkeypatch):
 
 def test_ping(agent):
     pong = ok(agent, "ping")
-    assert pong == {"pid": os.getpid(), "python": ".".join(map(str, sys.version_info[:3]))}
+    assert pong == {"pid": os.getpid(), "python": ".".join(map(str, sys.version_info[:3])),
+                    "agent_isolation": "none"}  # an agent inside a test makes no namespace
 
 
 # --- files -------------------------------------------------------------------------------------

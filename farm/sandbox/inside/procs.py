@@ -24,6 +24,11 @@ import threading
 import time
 import uuid
 
+if __package__:
+    from . import jail
+else:  # run as a script inside a sandbox: server.py put this directory on sys.path
+    import jail
+
 DEFAULT_OUTPUT_CAP = 1 << 20
 TAG_VAR = "FARM_EXEC_ID"
 PR_SET_CHILD_SUBREAPER = 36
@@ -145,8 +150,21 @@ class Processes:
         self.me = os.getpid()
         self.prefix = uuid.uuid4().hex[:12]
         self.counter = 0
+        self.jail = None  # jail.Jail once the agent's process made one (start_jail)
+        self.isolation = "none"
         if reap:
             self.start_reaping()
+
+    def start_jail(self):  # pragma: no mutate block (the agent's own process only)
+        """Put every later child in a nested PID namespace (jail.py); before any other fork."""
+        made, why = jail.start()
+        self.jail = made
+        self.isolation = made.describe() if made else "none: " + why
+        if made is None and why and not why.startswith("not requested"):
+            log("commands are not isolated from the agent: " + why)
+
+    def _protected(self):
+        return {self.me} | (self.jail.protected() if self.jail else set())
 
     def start_reaping(self):  # pragma: no mutate block
         # Orphans of our commands (double forks, nohup) re-parent to us rather than to the
@@ -164,6 +182,8 @@ class Processes:
     def spawn(self, argv, **kwargs):
         # Registration happens under the reaper's lock so that it never reaps a fresh child of
         # ours before Popen.wait() can collect its exit status.
+        if self.jail is not None:
+            argv = self.jail.wrap(argv, kwargs.get("cwd"))
         with self.lock:
             proc = subprocess.Popen(argv, preexec_fn=set_subreaper if _PRCTL is not None else None, **kwargs)
             self.children.add(proc.pid)
@@ -176,7 +196,7 @@ class Processes:
     def reap_orphans(self):
         with self.lock:
             for pid in proc_pids():
-                if pid in self.children or pid == self.me:
+                if pid in self.children or pid in self._protected():
                     continue
                 if parent_pid(pid) == self.me:
                     try:
@@ -200,8 +220,7 @@ class Processes:
             if session == top or pgrp == top or (pid not in found and tag in environ_tags(pid)):
                 found.add(pid)
         found.discard(top)
-        found.discard(self.me)
-        return found
+        return found - self._protected()
 
     def freeze(self, top, tag):
         """SIGSTOP the command's shell and all its processes until no unstopped one is left.
@@ -261,7 +280,7 @@ class Processes:
             table = process_table()
             pids = descendants(self.me, table)
             pids.update(p for p in table if any(t.startswith(prefix) for t in environ_tags(p)))
-            pids.discard(self.me)
+            pids -= self._protected()
             if not pids:
                 return True, len(killed)
             for pid in pids:

@@ -143,7 +143,8 @@ class Agent:
     # ops
 
     def op_ping(self):
-        return {"pid": os.getpid(), "python": "%d.%d.%d" % sys.version_info[:3]}
+        return {"pid": os.getpid(), "python": "%d.%d.%d" % sys.version_info[:3],
+                "agent_isolation": self.procs.isolation}
 
     def op_shutdown(self):
         return {}
@@ -272,6 +273,7 @@ def main():  # pragma: no mutate block (the agent's own process only)
     inp, out = _private_stdio()
     sys.stdout = sys.stderr
     agent = Agent(out)
+    agent.procs.start_jail()  # before any request thread exists or forks
     while True:
         line = inp.readline()
         if not line:
