@@ -25,14 +25,32 @@ async def is_git_worktree(sandbox: Sandbox, workdir: str) -> bool:
     return res.exit_code == 0 and res.stdout.strip() == "true"
 
 
-async def capture_patch(sandbox: Sandbox, workdir: str, require_git: bool = True) -> str:
+async def head_commit(sandbox: Sandbox, workdir: str) -> str | None:
+    """The commit checked out in ``workdir`` (None outside a git work tree or before any commit)."""
+    res = await sandbox.exec(f"git -C {shlex.quote(workdir)} rev-parse --verify -q HEAD", timeout_s=30, cwd="/")
+    head = res.stdout.strip()
+    return head if res.exit_code == 0 and len(head) in (40, 64) else None
+
+
+async def capture_patch(sandbox: Sandbox, workdir: str, require_git: bool = True, base: str | None = None) -> str:
+    """Everything the agent changed in ``workdir`` as one binary git diff.
+
+    ``base``: the commit the agent started from. Against it, work the agent committed is in the
+    patch too; against HEAD (without ``base``) a commit of the fix would leave an empty patch, so
+    fresh grading and regrading would see nothing.
+
+    Raises:
+        PatchError: not a git work tree where one is required, git failed, or the patch is
+            larger than PATCH_CAP.
+    """
     if not await is_git_worktree(sandbox, workdir):
         if require_git:
             raise PatchError(f"workdir {workdir} is not a git work tree, and the task requires a git patch")
         return ""
     wd = shlex.quote(workdir)
+    against = f" {shlex.quote(base)}" if base else ""
     cmd = (
-        f"git -C {wd} add -A >/dev/null && git -C {wd} -c core.quotepath=off diff --cached --binary; "
+        f"git -C {wd} add -A >/dev/null && git -C {wd} -c core.quotepath=off diff --cached --binary{against}; "
         f"rc=$?; git -C {wd} reset -q --mixed HEAD >/dev/null 2>&1; exit $rc"
     )
     res = await sandbox.exec(cmd, timeout_s=120, cwd="/", output_cap=PATCH_CAP)

@@ -23,7 +23,7 @@ from farm.config import FarmConfig, config_hash, resolved_agent
 from farm.errors import FarmError
 from farm.grade.hack_scan import scan_steps
 from farm.grade.harbor import GradeResult, run_harbor_verifier
-from farm.grade.patch import PatchError, apply_patch, capture_patch
+from farm.grade.patch import PatchError, apply_patch, capture_patch, head_commit
 from farm.run.endpoint import host_port
 from farm.run.history import HistoryStripError, should_strip, strip_history
 from farm.run.plan import TrialSpec
@@ -276,10 +276,12 @@ async def run_trial(
             used.append(sandbox)
             async with _start_gate(cfg.run.max_concurrent_starts):
                 await sandbox.start()
+            repo = task.workdir
             if task.verifier.protocol == "patcheval":
                 from farm.grade.patcheval import prepare_workspace
 
-                await prepare_workspace(sandbox, task)
+                # the repository may sit below the workspace (/workspace/<project>)
+                repo = await prepare_workspace(sandbox, task)
         except SandboxError as exc:
             return finish("infra_error", start_error_class(exc), str(exc))
         row.sandbox_start_s = sandbox.stats.start_s
@@ -289,13 +291,15 @@ async def run_trial(
         if strip:
             # before the agent's first step: the fix must not be one `git log --all` away
             try:
-                stripped = await strip_history(sandbox, task.workdir)
+                stripped = await strip_history(sandbox, repo)
             except HistoryStripError as exc:  # the task's repository is broken: the same every time
                 return finish("infra_error", unsupported_class("history_strip"), str(exc))
             row.base_commit = stripped.base_commit
             if stripped.repo:
                 row.history_refs_removed, row.history_objects_removed = stripped.refs_removed, \
                     stripped.objects_removed
+        # the patch is taken against the commit the agent started from, so a commit is in it too
+        base = row.base_commit or await head_commit(sandbox, repo)
 
         if policy == "oracle" or (policy == "scripted" and task.solution_dir is not None):
             # scripted policies may replay the reference solution too (dry runs of experiments)
@@ -336,7 +340,7 @@ async def run_trial(
             return finish("model_error", "model_error", getattr(traj, "error", None))
 
         try:
-            patch = await capture_patch(sandbox, task.workdir, task.require_git_patch)
+            patch = await capture_patch(sandbox, repo, task.require_git_patch, base=base)
         except PatchError as exc:
             return finish("infra_error", "patch_capture", str(exc))
         row.patch_bytes = len(patch.encode("utf-8", errors="surrogateescape"))

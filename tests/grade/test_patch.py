@@ -59,6 +59,28 @@ async def test_capture_takes_tracked_untracked_and_binary_changes_and_resets_the
         await fresh.close()
 
 
+async def test_work_the_agent_committed_is_in_the_patch_taken_against_its_base(tmp_path: Path) -> None:
+    sb = await _sandbox(tmp_path, "a")
+    try:
+        base = await gp.head_commit(sb, "/app")
+        assert base is not None and len(base) == 40
+        commit = WORK + " && git add -A && git -c user.email=a@b -c user.name=a commit -qm fix && echo more >> a.txt"
+        assert (await sb.exec(commit, cwd="/")).exit_code == 0
+        assert "-two" not in await gp.capture_patch(sb, "/app")  # against HEAD the commit is invisible
+        patch = await gp.capture_patch(sb, "/app", base=base)
+        assert "-two\n+TWO\n+more\n" in patch and "+new\n" in patch and "GIT binary patch" in patch
+    finally:
+        await sb.close()
+    fresh = await _sandbox(tmp_path, "b")
+    try:
+        ok, out = await gp.apply_patch(fresh, "/app", patch)
+        assert ok, out
+        assert (await fresh.read_file("/app/a.txt")) == b"one\nTWO\nmore\n"
+        assert await gp.head_commit(fresh, "/") is None  # not a work tree
+    finally:
+        await fresh.close()
+
+
 async def test_no_changes_is_an_empty_patch_and_applies_as_such(tmp_path: Path) -> None:
     sb = await _sandbox(tmp_path, "a")
     try:

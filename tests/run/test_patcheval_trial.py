@@ -1,0 +1,53 @@
+"""A PatchEval trial through run_trial: the real loop (a scripted policy over HTTP), bubblewrap,
+the agent phase's payload hiding, patch capture and fix-run.sh in a fresh sandbox.
+
+Real PatchEval images keep the repository below the workspace (/workspace/<project>); the
+trial must capture the patch there, not at the workspace (which is no git work tree), and take
+it against the commit the agent started from, so that a fix the agent committed is graded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from farm.agent.policies.server import start_policy_server
+from farm.config import load_config
+from farm.run.plan import TrialSpec
+from farm.run.trial import run_trial
+from farm.sandbox.registry import open_sandbox
+
+from ..grade.test_spoofing_patcheval import FIXED, _task
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,
+                                reason="needs bubblewrap and git")
+
+WRITE_FIX = f"cat > app.py <<'PYEOF'\n{FIXED}PYEOF"
+COMMIT = "\ngit add -A && git -c user.email=a@b -c user.name=a commit -qm fix"
+
+
+@pytest.mark.parametrize(("root_repo", "command"), [
+    (False, WRITE_FIX), (False, WRITE_FIX + COMMIT), (True, WRITE_FIX + COMMIT),
+], ids=["nested", "nested-committed", "root-committed"])
+def test_a_patcheval_fix_resolves_through_the_trial(tmp_path: Path, root_repo: bool, command: str) -> None:
+    task = _task(tmp_path, root_repo=root_repo)
+    repo = "/workspace" if root_repo else "/workspace/proj"
+    script = tmp_path / "fix.yaml"
+    script.write_text(yaml.safe_dump([
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": f"cd {repo} && {command}"}}]},
+        {"content": "done"}]))
+    cfg = load_config([f"store.uri={tmp_path / 'store'}", f"sandbox.local.root_dir={tmp_path / 'sb'}",
+                       "agent=scripted", f"agent.script={script}"])
+    spec = TrialSpec("run", "k" * 64, task.benchmark, task.task_id, 0, "base", "scripted")
+    with start_policy_server("scripted", script=str(script)) as server:
+        out = asyncio.run(run_trial(spec, task, cfg, 1, base_url=server.base_url, policy="scripted",
+                                    sandbox_factory=functools.partial(open_sandbox)))
+    row = out.result
+    assert (row.status, row.error_class) == ("resolved", None), (row.error, out.artifacts.get("patch.diff"))
+    assert row.base_commit is None or len(row.base_commit) == 40
+    assert b"+        raise ValueError(name)" in out.artifacts["patch.diff"]
