@@ -10,6 +10,7 @@ loads or fails on its own (see ``farm.tasks.loading``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from farm.config import BenchmarkConfig
@@ -22,12 +23,23 @@ from farm.tasks.selection import selector
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 # terminal tasks are not git repositories: their patch is simply empty
 _PLAIN = HarborDefaults(require_git_patch=False)
+# The bundled SWE-bench-style and security tasks are git repositories graded on the agent's
+# patch, so they get what patch-graded tasks get by default: history stripped before the agent
+# starts, and the agent's leftover processes killed before the verifier (a daemon the agent
+# left could otherwise rewrite the reward). Terminal tasks keep their processes: a server the
+# agent started can be the answer.
+BUILTIN_PATCH_GRADED = ("swe", "security")
+
+
+def _builtin(loaded: LoadedBenchmark) -> LoadedBenchmark:
+    tasks = [replace(t, require_git_patch=t.metadata.get("category") in BUILTIN_PATCH_GRADED) for t in loaded.tasks]
+    return replace(loaded, tasks=tasks)
 
 
 def builtin_tasks() -> list[Task]:
     loaded = load_harbor_tasks(harbor_candidates(BUILTIN_DIR), "builtin", defaults=_PLAIN,
                                source=Source(url="farm:builtin", revision="bundled"))
-    return loaded.enforce(strict=True).tasks  # the bundled suite must always load whole
+    return _builtin(loaded.enforce(strict=True)).tasks  # the bundled suite must always load whole
 
 
 def load_benchmark_report(cfg: BenchmarkConfig, *, quiet: bool = True) -> LoadedBenchmark:
@@ -61,8 +73,8 @@ def load_benchmark_report(cfg: BenchmarkConfig, *, quiet: bool = True) -> Loaded
         dirs = harbor_candidates(BUILTIN_DIR)
         if select is not None:
             dirs = select(dirs, lambda p: p.name, declared_id)
-        loaded = load_harbor_tasks(dirs, "builtin", defaults=_PLAIN,
-                                   source=Source(url="farm:builtin", revision="bundled"))
+        loaded = _builtin(load_harbor_tasks(dirs, "builtin", defaults=_PLAIN,
+                                            source=Source(url="farm:builtin", revision="bundled")))
     else:
         src = sources.get_source(cfg.name)
         directory = sources.materialize(src, Path(cfg.cache_dir) if cfg.cache_dir else None, mirror=cfg.mirror)

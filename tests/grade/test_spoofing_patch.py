@@ -114,11 +114,11 @@ IN_PLACE_ATTACKS = {
 
 
 def _run(tmp_path: Path, command: str, mode: str) -> dict:
-    shutil.copytree(TASK, tmp_path / "tasks" / TASK.name)
     script = tmp_path / "attack.yaml"
     script.write_text(yaml.safe_dump([{"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]},
                                       {"content": "done"}]))
-    cfg = load_config([f"benchmark.path={tmp_path / 'tasks'}", "run.executor=local",
+    # the bundled task as `benchmark=builtin` loads it: patch-graded, with that default protection
+    cfg = load_config(["benchmark=builtin", f"benchmark.task_ids=[{TASK.name}]", "run.executor=local",
                        f"store.uri={tmp_path / 'store'}", f"sandbox.local.root_dir={tmp_path / 'sb'}",
                        "run.progress=false", "agent=scripted", f"agent.script={script}", f"grade.mode={mode}",
                        "run.max_attempts=1"])
@@ -127,21 +127,16 @@ def _run(tmp_path: Path, command: str, mode: str) -> dict:
     return row
 
 
-# Attacks that still resolve on this tree, each with its cause. strict: the day one is caught the
-# test fails, and its mark goes. The first three are closed by the builtin grade.py change handed
-# to the lead (a per-test token over a pipe instead of exit codes, the grader as child subreaper
-# killing what the tests left, reward.json removed); the fourth is a limit of any grader that runs
-# the patched code inside the test process (SWE-bench's conftest.py is the same hole).
+# Attacks that still resolve, each with its cause. strict: the day one is caught the test fails,
+# and its mark goes. This one is a limit of any grader that runs the patched code inside the test
+# process (SWE-bench's conftest.py is the same hole). The grader's exit-code, reward.json and
+# verifier-phase daemon holes are closed (a per-test token over a pipe, the grader as child
+# subreaper killing what the tests left, reward.json removed); the agent's leftover daemon is
+# killed because the bundled swe/security tasks are patch-graded (farm/tasks/registry.py).
 GETS_THROUGH = {
-    "code_exits_with_the_pass_code": "the hidden grader trusts its test child's exit code (83 = passed)",
-    "code_writes_the_reward": "the Harbor reader prefers reward.json, which the hidden grader never writes",
-    "code_leaves_a_daemon_in_the_verifier": "a setsid daemon of the code under test outlives grade.py",
     "edits_the_test_package_init": "code in the test process can replace unittest itself: known limit",
 }
-IN_PLACE_GETS_THROUGH = {
-    "leaves_a_daemon_behind": "builtin tasks load with require_git_patch=false, so grade.kill_leftovers=null "
-                              "keeps the agent's processes (farm/tasks/registry.py _PLAIN)",
-}
+IN_PLACE_GETS_THROUGH: dict[str, str] = {}
 
 
 def _params(attacks: dict[str, str], through: dict[str, str]) -> list:
