@@ -28,7 +28,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from farm.sandbox.local import LocalSandbox  # noqa: E402
+from farm.sandbox import local  # noqa: E402
+from farm.sandbox.local import JAIL_ENV, LocalSandbox  # noqa: E402
+
+
+def _without_jail(make_argv):
+    """bwrap_argv without the jail request: the agent's commands run beside the sandbox agent."""
+    def argv(*args, **kwargs):
+        out = make_argv(*args, **kwargs)
+        at = out.index(JAIL_ENV) - 1  # "--setenv", JAIL_ENV, value
+        return out[:at] + out[at + 3:]
+    return argv
 from farm.tasks.model import Environment, Task, VerifierSpec  # noqa: E402
 
 
@@ -112,10 +122,33 @@ async def main(starts: int, execs: int, io: int) -> None:
     rows.append(("sandbox start (bwrap + agent ping)", starts, start_ms))
     rows.append(("sandbox close", starts, close_ms))
 
+    # The agent's commands in their own PID namespace (inside/jail.py) against the same sandbox
+    # without it, in alternating blocks so that a change in the machine's load hits both alike.
+    jailed, plain = LocalSandbox(_task()), LocalSandbox(_task())
+    await jailed.start()
+    real_argv = local.bwrap_argv
+    local.bwrap_argv = _without_jail(real_argv)
+    try:
+        await plain.start()
+    finally:
+        local.bwrap_argv = real_argv
+    try:
+        assert jailed.stats.isolation == "pid-namespace+proc" and str(plain.stats.isolation).startswith("none")
+        in_jail: list[float] = []
+        beside: list[float] = []
+        for _ in range(10):
+            in_jail += await _timed(max(1, execs // 10), lambda: jailed.exec("true"))
+            beside += await _timed(max(1, execs // 10), lambda: plain.exec("true"))
+    finally:
+        await jailed.close()
+        await plain.close()
+
     async with LocalSandbox(_task()) as sb:
         limits = sb.stats.extra.get("limits", "")
         await sb.exec("true")  # warm
         rows.append(("exec `true` round trip", execs, await _timed(execs, lambda: sb.exec("true"))))
+        rows.append(("  same, in the PID namespace (default)", len(in_jail), in_jail))
+        rows.append(("  same, beside the sandbox agent", len(beside), beside))
         rows.append(("call ping round trip", execs, await _timed(execs, lambda: sb.call("ping"))))
         blob = os.urandom(1 << 20)
         rows.append(("write_file 1 MiB", io, await _timed(io, lambda: sb.write_file("/tmp/b", blob))))
