@@ -6,11 +6,9 @@ every tag a test makes is removed after it.
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import uuid
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,23 +18,13 @@ from farm.sandbox import images
 from farm.sandbox.images_check import ABSENT, NOT_CHECKED, PRESENT, UNREACHABLE, check_task, check_tasks
 
 from ..k8s import test_podman
+from . import test_images_podman
 from .test_images import harbor_task
+from .test_images_podman import UNPULLABLE, _podman
 
 BASE_IMAGE = test_podman.BASE_IMAGE
 podman_env = test_podman.podman_env
-UNPULLABLE = "localhost:1/farm-nope:1"  # nothing listens on port 1: a registry query fails in seconds
-
-
-def _podman(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=300)
-
-
-@pytest.fixture
-def tags() -> Any:
-    made: list[str] = []
-    yield made
-    for tag in made:
-        _podman("rmi", "-f", tag)
+tags = test_images_podman.tags  # the fixture: every tag a test makes is removed after it
 
 
 def _cfg(pull: str = "missing") -> DockerSandboxConfig:
