@@ -127,15 +127,13 @@ def _run(tmp_path: Path, command: str, mode: str) -> dict:
     return row
 
 
-# Attacks that still resolve, each with its cause. strict: the day one is caught the test fails,
-# and its mark goes. This one is a limit of any grader that runs the patched code inside the test
-# process (SWE-bench's conftest.py is the same hole). The grader's exit-code, reward.json and
+# Attacks that still resolve, each with its cause (strict: the day one is caught the test fails,
+# and its mark goes); none today. The hidden tests include the test package's __init__.py, so a
+# hook planted there is overwritten before the tests load. The grader's exit-code, reward.json and
 # verifier-phase daemon holes are closed (a per-test token over a pipe, the grader as child
 # subreaper killing what the tests left, reward.json removed); the agent's leftover daemon is
 # killed because the bundled swe/security tasks are patch-graded (farm/tasks/registry.py).
-GETS_THROUGH = {
-    "edits_the_test_package_init": "code in the test process can replace unittest itself: known limit",
-}
+GETS_THROUGH: dict[str, str] = {}
 IN_PLACE_GETS_THROUGH: dict[str, str] = {}
 
 
