@@ -67,7 +67,9 @@ class DockerSandboxConfig:
     toolbox_image: str = "ghcr.io/farm-eval/farm-toolbox:0.1.0"
     image_registry: str | None = None
     image_lock: str | None = None
-    capabilities: str = "restricted"  # restricted | none | runtime-default
+    # runtime-default: the engine's own set, as Terminal-Bench's Harbor runs a task container; the
+    # restricted set fails TB2 tasks whose daemons bind port 22/25 or chroot (docs/sandboxes.md)
+    capabilities: str = "runtime-default"  # runtime-default | restricted | none
     cpu_limit_factor: float | None = 1.0
     memory_limit: str | None = None
     pull: str = "missing"  # missing | always | never

@@ -23,6 +23,11 @@ from farm.sandbox.images import LOG_ARTIFACT, ensure_image
 from farm.sandbox.relayed import ProcStream, RelaySandbox, built_view, check_relay_task, relay_plan, resolve_image
 from farm.tasks.model import NetworkMode, Task
 
+# What docker and podman give a container by default (podman's containers.conf list; Docker also
+# grants AUDIT_WRITE, MKNOD and NET_RAW): with capabilities=runtime-default the commands keep these.
+ENGINE_DEFAULT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "NET_BIND_SERVICE", "SETFCAP", "SETGID",
+                       "SETPCAP", "SETUID", "SYS_CHROOT")
+
 
 def spec_config(cfg: DockerSandboxConfig) -> KubernetesSandboxConfig:
     """The pod settings a container honours (the rest are cluster-only)."""
@@ -52,10 +57,12 @@ def run_args(pod: dict[str, Any], volume: str, network: NetworkMode, cfg: Docker
     for cap in caps.get("add", []):
         args += ["--cap-add", cap]
     # for the sandbox agent only: it puts the agent's commands in a PID namespace of their own,
-    # and every command drops these again before it starts (inside/jail.py)
-    for cap in JAIL_CAPS:
+    # and every command drops again those of these it would not have had (inside/jail.py)
+    has = set(caps.get("add", [])) if "ALL" in caps.get("drop", []) else set(ENGINE_DEFAULT_CAPS)
+    extra = [cap for cap in JAIL_CAPS if cap.removeprefix("CAP_") not in has]
+    for cap in extra:
         args += ["--cap-add", cap.removeprefix("CAP_")]
-    args += ["-e", f"{JAIL_ENV}={','.join(JAIL_CAPS)}"]
+    args += ["-e", f"{JAIL_ENV}={','.join(extra)}"]
     limits = c["resources"]["limits"]
     if "cpu" in limits:
         args += ["--cpus", str(int(limits["cpu"].rstrip("m")) / 1000)]

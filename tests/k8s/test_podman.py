@@ -243,3 +243,32 @@ async def test_an_image_that_cannot_be_pulled_is_a_start_error_with_reason(podma
         await sb.start()
     assert e.value.reason == "image_pull", e.value
     assert _run("podman", "container", "exists", sb.name).returncode != 0
+
+
+# What a command may do under each capability profile: runtime-default is the engine's own set
+# (as Harbor runs Terminal-Bench containers: TB2's sshd binds :22 and chroots), restricted the
+# file-ownership set; neither ever holds the jail's CAP_SYS_ADMIN.
+@pytest.mark.parametrize(("profile", "chroot_ok", "want", "absent"), [
+    ("runtime-default", True, {"CAP_SYS_CHROOT": 18, "CAP_NET_BIND_SERVICE": 10, "CAP_SETPCAP": 8},
+     {"CAP_SYS_ADMIN": 21}),
+    ("restricted", False, {"CAP_CHOWN": 0, "CAP_KILL": 5},
+     {"CAP_SYS_ADMIN": 21, "CAP_SYS_CHROOT": 18, "CAP_NET_BIND_SERVICE": 10, "CAP_SETPCAP": 8}),
+])
+async def test_commands_get_the_capability_profile_and_never_the_jails(
+        podman_env: dict[str, str], profile: str, chroot_ok: bool, want: dict[str, int],
+        absent: dict[str, int]) -> None:
+    cfg = DockerSandboxConfig(engine="podman", toolbox_image=TOOLBOX_IMAGE, pull="never", capabilities=profile)
+    sb = ContainerSandbox(_task(), cfg, run_id="run-podman", trial_key=uuid.uuid4().hex, network="no-network")
+    await sb.start()
+    try:
+        assert sb.stats.isolation == "pid-namespace+proc"
+        eff = int((await sb.exec("grep '^CapEff:' /proc/self/status")).stdout.split()[1], 16)
+        bnd = int((await sb.exec("grep '^CapBnd:' /proc/self/status")).stdout.split()[1], 16)
+        for name, bit in want.items():
+            assert eff >> bit & 1, (profile, name, hex(eff))
+        for name, bit in absent.items():
+            assert not eff >> bit & 1 and not bnd >> bit & 1, (profile, name, hex(eff), hex(bnd))
+        chroot = await sb.exec("chroot / /bin/true")
+        assert (chroot.exit_code == 0) is chroot_ok, chroot.output
+    finally:
+        await sb.close()
