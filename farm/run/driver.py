@@ -27,7 +27,7 @@ from farm.config import FarmConfig, apply_overrides, conf_dir, config_hash, requ
 from farm.errors import ConfigError, StoreError
 from farm.run.endpoint import PreflightError
 from farm.run.plan import TrialSpec, build_plan, resume
-from farm.run.preflight import check_backends, refusals, refused_outcome, run_preflight
+from farm.run.preflight import check_backends, image_refusals, refusals, refused_outcome, run_preflight
 from farm.run.trial import UNSUPPORTED, TrialOutcome, retryable
 from farm.run.workers import TrialJob, make_executor
 from farm.store.results import ResultStore
@@ -191,6 +191,7 @@ async def run_experiment(
 
     check_backends(arm_cfg)
     refused = refusals(tasks, arm_cfg)
+    refused.update(await image_refusals(tasks, arm_cfg, refused))
     latest_class = _latest_error_class(rows) if refused else {}
     if cfg.run.preflight and any((s.arm, s.benchmark, s.task_id) not in refused for s in state.todo):
         summary.served = {arm: info.served_model

@@ -23,7 +23,7 @@ from farm.run.endpoint import EndpointInfo, PreflightError, check_endpoint
 from farm.run.plan import TrialSpec
 from farm.run.trial import LOCAL_POLICIES, TrialOutcome, base_row, unsupported_class
 from farm.sandbox.base import SandboxError
-from farm.sandbox.registry import check_environment, check_task, open_sandbox, refusal_reason
+from farm.sandbox.registry import check_environment, check_task, open_sandbox, refusal_reason, unresolvable_images
 from farm.tasks.model import Task
 
 
@@ -60,6 +60,24 @@ def refusals(tasks: list[Task], arms: dict[str, FarmConfig]) -> dict[tuple[str, 
                     verdicts[key] = Refusal(exc.reason, str(exc))
             if verdicts[key] is not None:
                 out[(arm, *key)] = verdicts[key]  # type: ignore[assignment]
+    return out
+
+
+async def image_refusals(tasks: list[Task], arms: dict[str, FarmConfig],
+                         refused: dict[tuple[str, str, str], Refusal]) -> dict[tuple[str, str, str], Refusal]:
+    """``refusals`` for images: tasks whose image the arm's backend can certainly not get (e.g. a
+    build base that is absent under ``sandbox.docker.pull=never``) are refused before any start,
+    as ``task_unsupported:image_unresolvable``, instead of failing one start per trial."""
+    out: dict[tuple[str, str, str], Refusal] = {}
+    by_section: dict[str, dict[tuple[str, str], str]] = {}
+    for arm, acfg in arms.items():
+        key = repr(acfg.sandbox)
+        if key not in by_section:
+            todo = [t for t in tasks if (arm, t.benchmark, t.task_id) not in refused]
+            by_section[key] = await unresolvable_images(todo, acfg.sandbox)
+        for (bench, task_id), why in by_section[key].items():
+            if (arm, bench, task_id) not in refused:
+                out[(arm, bench, task_id)] = Refusal("image_unresolvable", f"task {task_id}: {why}")
     return out
 
 

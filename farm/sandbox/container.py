@@ -253,6 +253,14 @@ class DockerBackend:
     def check_task(self, task: Task, cfg: SandboxConfig) -> None:
         check_relay_task(task, cfg.docker, self.name, cfg.image_policy, builder=True)
 
+    async def check_images(self, tasks: list[Task], cfg: SandboxConfig) -> dict[tuple[str, str], str]:
+        """Preflight: the tasks whose image can certainly not be had (`farm images check`, without
+        asking a registry), with why; a task absent from the result may still fail its pull."""
+        from farm.sandbox.images_check import check_tasks
+
+        rows = await check_tasks(cfg.docker.engine, tasks, cfg.docker, cfg.image_policy, registry=False)
+        return {(t.benchmark, t.task_id): r.why for t, r in zip(tasks, rows, strict=True) if not r.ok}
+
     def check_environment(self, cfg: SandboxConfig) -> None:
         if shutil.which(cfg.docker.engine) is None:
             raise ConfigError(f"invalid value {cfg.docker.engine!r} for 'sandbox.docker.engine': not on PATH "

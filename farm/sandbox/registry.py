@@ -72,6 +72,15 @@ def get_backend(name: str) -> Backend:
     return importlib.import_module(module).BACKEND  # type: ignore[no-any-return]
 
 
+async def unresolvable_images(tasks: list[Task], cfg: SandboxConfig) -> dict[tuple[str, str], str]:
+    """(benchmark, task_id) -> why the backend can certainly not get the task's image (preflight).
+
+    Only backends that get images themselves check (docker: `farm images check` without asking a
+    registry); the others leave it to the sandbox start."""
+    check = getattr(get_backend(cfg.backend), "check_images", None)
+    return await check(tasks, cfg) if check is not None and tasks else {}
+
+
 def open_sandbox(task: Task, cfg: SandboxConfig, *, network: str | None = None, run_id: str, trial_key: str,
                  attempt: int = 1, role: str = "agent") -> Sandbox:
     """The configured backend's sandbox for one role of one trial attempt (not started)."""

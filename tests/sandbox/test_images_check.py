@@ -145,3 +145,24 @@ def test_an_unknown_policy_is_a_config_error(tmp_path: Path) -> None:
     task = harbor_task(tmp_path, "FROM debian:bookworm\n", name="p")
     with pytest.raises(ConfigError, match="sandbox.image_policy"):
         asyncio.run(check_tasks("true", [task], _cfg(), "sometimes"))
+
+
+def test_a_run_refuses_a_task_whose_build_base_is_absent_offline_once_before_any_start(
+        podman_env: dict[str, str], tmp_path: Path) -> None:
+    # the preflight's image half: `farm images check` without a registry, on the run's own tasks
+    from farm.config import load_config
+    from farm.run.driver import run_experiment
+    from farm.store import ResultStore
+
+    bench = tmp_path / "bench"
+    harbor_task(bench, "FROM localhost/farm-no-such-base:1\nRUN true\n", name="absent-base")
+    cfg = load_config([f"benchmark.path={bench}", "sandbox=docker", "sandbox.docker.engine=podman",
+                       "sandbox.docker.pull=never", "sandbox.image_policy=build", "run.executor=local",
+                       f"store.uri={tmp_path / 'store'}", "run.progress=false", "run.max_attempts=3"])
+    summary = asyncio.run(run_experiment(cfg))
+    rows = ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id, dedupe=False).to_pylist()
+    assert [(r["status"], r["error_class"], r["attempt"]) for r in rows] == [
+        ("infra_error", "task_unsupported:image_unresolvable", 1)]
+    assert "localhost/farm-no-such-base:1" in rows[0]["error"] and rows[0]["sandbox_start_s"] is None
+    again = asyncio.run(run_experiment(cfg))  # resume adds nothing: the refusal is deterministic
+    assert len(ResultStore.open(str(tmp_path / "store")).read_trials(again.run_id, dedupe=False)) == 1
