@@ -415,7 +415,11 @@ class SandboxConformance:
         assert started.stdout == "ok\n"
         count = ("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done "
                  "| grep -cE '^sleep 60[12] $' || true")
-        assert (await sb.exec(count)).stdout == "2\n"
+        for _ in range(50):  # `sh -c 'sleep 602'` shows as sleep only once sh has exec'd it
+            if (seen := (await sb.exec(count)).stdout) == "2\n":
+                break
+            await asyncio.sleep(0.1)
+        assert seen == "2\n"
         assert await sb.kill_leftovers() >= 2
         left = await sb.exec(count)
         assert left.stdout == "0\n", left.output
