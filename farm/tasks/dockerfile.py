@@ -107,7 +107,7 @@ class ParsedDockerfile:
         return len(self.stages) > 1
 
 
-def _instructions(text: str, path: Path) -> list[Instruction]:
+def instructions(text: str, path: Path) -> list[Instruction]:
     """Logical instructions: continuations joined, comments dropped, heredoc bodies collected."""
     lines = text.splitlines()
     out: list[Instruction] = []
@@ -295,7 +295,7 @@ def parse_dockerfile(path: Path) -> ParsedDockerfile:
                                 tuple(cur["steps"])))
             chain_state.append(cur)
 
-    for ins in _instructions(text, path):
+    for ins in instructions(text, path):
         kw = ins.keyword
         if kw not in KNOWN:
             raise TaskFormatError(path, f"line {ins.line}: unknown Dockerfile instruction {kw}")
