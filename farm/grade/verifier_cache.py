@@ -147,6 +147,52 @@ def _pip_download(pip: list[str], dest: Path, reqs: list[str], extra: list[str])
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
+_NO_MATCH = re.compile(r"No matching distribution found for ([A-Za-z0-9_.\-]+(?:\[[^\]]*\])?(?:[=<>!~]=?[^\s;]+)?)")
+PURE_TAGS = ("py3-none-any", "py2.py3-none-any")
+
+
+def build_pure_wheel(pip: list[str], req: str, built: Path) -> Path | None:
+    """Build ``req`` from its sdist into ``built`` when the result is a pure-Python wheel.
+
+    Some pins have no wheel at all on PyPI (``chess==1.11.2`` is sdist-only), and pip's
+    ``--python-version``/``--platform`` download only takes wheels. A pure-Python build made
+    by the host's interpreter is the same file for every CPython, so it can stand in; a
+    build with compiled parts is for the host only and is thrown away (None)."""
+    built.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="sdist-", dir=built.parent) as tmp:
+        cmd = [*pip, "wheel", "-q", "--disable-pip-version-check", "--no-deps", "--no-binary=:all:",
+               "-w", tmp, req]
+        if subprocess.run(cmd, capture_output=True, text=True).returncode != 0:
+            return None
+        for whl in Path(tmp).glob("*.whl"):
+            if whl.name.endswith(tuple(f"-{t}.whl" for t in PURE_TAGS)):
+                dest = built / whl.name
+                whl.rename(dest)
+                return dest
+    return None
+
+
+def download_closure(pip: list[str], dest: Path, req: str, flags: list[str], built: Path,
+                     rounds: int = 12) -> tuple[bool, list[str]]:
+    """``pip download`` of ``req`` with its dependencies as wheels for the target interpreter;
+    a distribution with no wheel (the pin or any dependency) is built from its sdist when it
+    is pure Python, then the download is tried again. Returns (ok, names built from sdist)."""
+    made: list[str] = []
+    for _ in range(rounds):
+        res = _pip_download(pip, dest, [req], [*flags, "--find-links", str(built)])
+        if res.returncode == 0:
+            return True, made
+        m = _NO_MATCH.search(res.stderr)
+        wanted = m.group(1) if m else None
+        if wanted is None or wanted in made:
+            return False, made
+        whl = build_pure_wheel(pip, wanted, built)
+        if whl is None:
+            return False, made
+        made.append(wanted)
+    return False, made
+
+
 def fetch_uv(pip: list[str], work: Path, out: Path, version: str) -> dict:
     got = work / "uv-wheel"
     res = _pip_download(pip, got, [f"uv=={version}"],
@@ -164,14 +210,18 @@ def fetch_uv(pip: list[str], work: Path, out: Path, version: str) -> dict:
 
 
 def fetch_wheels(pip: list[str], work: Path, out: Path, reqs: list[str],
-                 pythons: tuple[str, ...]) -> tuple[dict[str, list[str]], list[str]]:
+                 pythons: tuple[str, ...]) -> tuple[dict[str, list[str]], list[str], list[str]]:
     """Download each pin (with its dependencies) for each CPython, one at a time so that the
     files each pin needs are known (staging sends only those). Returns pin -> wheel files (over
-    all versions) and the pins some version has no wheel for."""
+    all versions), the pins some version has no wheel for, and the distributions built from
+    their sdist (pure Python only, see ``build_pure_wheel``)."""
     dest = out / "wheels"
     dest.mkdir(parents=True, exist_ok=True)
+    built = work / "built-from-sdist"
+    built.mkdir(exist_ok=True)
     closure: dict[str, set[str]] = {req: set() for req in reqs}
     missing: list[str] = []
+    from_sdist: set[str] = set()
     for py in pythons:
         abi = "cp" + py.replace(".", "")
         flags = ["--python-version", py, "--implementation", "cp", "--abi", abi]
@@ -179,14 +229,16 @@ def fetch_wheels(pip: list[str], work: Path, out: Path, reqs: list[str],
             flags += ["--platform", plat]
         for req in reqs:  # pip's own HTTP cache makes a dependency shared by many pins cheap
             got = Path(tempfile.mkdtemp(prefix="pin-", dir=work))
-            if _pip_download(pip, got, [req], flags).returncode != 0:
+            ok, made = download_closure(pip, got, req, flags, built)
+            from_sdist.update(made)
+            if not ok:
                 missing.append(f"{req} (cp{py})")
             for f in got.iterdir():
                 closure[req].add(f.name)
                 if not (dest / f.name).exists():
                     f.rename(dest / f.name)
             shutil.rmtree(got)
-    return {req: sorted(files) for req, files in closure.items()}, missing
+    return {req: sorted(files) for req, files in closure.items()}, missing, sorted(from_sdist)
 
 
 def pins_in(text: str) -> set[str]:
@@ -307,8 +359,8 @@ def fetch_python(work: Path, out: Path, mirror: str, suite: str) -> dict:
 
 
 def spec_of(reqs: list[str], pythons: tuple[str, ...], uv_version: str, suite: str) -> str:
-    # layout 2: the manifest records each pin's files (closure)
-    spec = {"format": FORMAT, "layout": 2, "stage": STAGE_DIR, "uv": uv_version, "reqs": sorted(reqs),
+    # layout 2: the manifest records each pin's files (closure); 3: pure sdist-only pins built
+    spec = {"format": FORMAT, "layout": 3, "stage": STAGE_DIR, "uv": uv_version, "reqs": sorted(reqs),
             "pythons": list(pythons),
             "suite": suite, "debs": list(PYTHON_DEBS)}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
@@ -334,7 +386,7 @@ def build(out: Path, reqs: list[str], *, pythons: tuple[str, ...] = PYTHON_VERSI
         work.mkdir()
         stage.mkdir()
         uv = fetch_uv(pip, work, stage, uv_version)
-        closure, missing = fetch_wheels(pip, work, stage, reqs, pythons)
+        closure, missing, from_sdist = fetch_wheels(pip, work, stage, reqs, pythons)
         python = fetch_python(work, stage, mirror, suite)
         wheels = [{"file": w.name, "sha256": _sha256(w)} for w in sorted((stage / "wheels").glob("*.whl"))]
         tools = [{"tool": "uv", "version": uv_version, "sha256": uv["sha256"]},
@@ -344,7 +396,8 @@ def build(out: Path, reqs: list[str], *, pythons: tuple[str, ...] = PYTHON_VERSI
                   for w in wheels]
         data = {"format": FORMAT, "stage_dir": STAGE_DIR, "spec_sha256": spec, "built_at": time.time(),
                 "build_s": round(time.monotonic() - t0, 1), "requirements": sorted(reqs), "pythons": list(pythons),
-                "uv": uv, "python": python, "wheels": wheels, "closure": closure, "missing": missing, "tools": tools,
+                "uv": uv, "python": python, "wheels": wheels, "closure": closure, "missing": missing,
+                "built_from_sdist": from_sdist, "tools": tools,
                 "bytes": sum(f.stat().st_size for f in stage.rglob("*") if f.is_file() and not f.is_symlink())}
         (stage / MANIFEST).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
         old = Path(tmp) / "old"

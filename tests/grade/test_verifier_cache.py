@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,64 @@ async def test_a_cache_dir_that_is_no_cache_is_an_infra_error_naming_it_not_a_re
     assert (res.error_class, res.reward, res.resolved) == ("verifier_cache", None, False)
     assert res.error == (f"grade.verifier_cache.dir={str(tmp_path / 'nothing')!r} holds no manifest.json: "
                          "build it with `make verifier-cache`")
+
+
+def _sdist(where: Path, name: str, version: str, requires: list[str], compiled: bool = False) -> None:
+    """A real sdist of a tiny project (setuptools), in a local find-links directory."""
+    src = where / f"src-{name}"
+    (src / name).mkdir(parents=True)
+    (src / name / "__init__.py").write_text(f"VERSION = {version!r}\n")
+    ext = ("from setuptools.dist import Distribution\n"
+           "class D(Distribution):\n    def has_ext_modules(self):\n        return True\n") if compiled else ""
+    (src / "setup.py").write_text(
+        "from setuptools import setup\n" + ext
+        + f"setup(name={name!r}, version={version!r}, packages=[{name!r}], install_requires={requires!r}"
+        + (", distclass=D" if compiled else "") + ")\n")
+    subprocess.run([str(REPO / ".venv/bin/python") if (REPO / ".venv/bin/python").exists() else "python3",
+                    "setup.py", "-q", "sdist", "-d", str(where)], cwd=src, check=True, capture_output=True)
+    shutil.rmtree(src)
+
+
+def _target_flags(py: str) -> list[str]:
+    flags = ["--python-version", py, "--implementation", "cp", "--abi", "cp" + py.replace(".", "")]
+    for plat in vc.WHEEL_PLATFORMS:
+        flags += ["--platform", plat]
+    return flags
+
+
+@pytest.fixture()
+def sdist_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """pip sees only a local directory of sdists (no index, no build isolation: offline)."""
+    index = tmp_path / "index"
+    index.mkdir()
+    _sdist(index, "farmpuredep", "2.0", [])
+    _sdist(index, "farmpure", "1.0", ["farmpuredep==2.0"])
+    _sdist(index, "farmnative", "1.0", [], compiled=True)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")  # pip's spelling of "do not isolate"
+    return index
+
+
+def test_an_sdist_only_pin_and_its_sdist_only_dependency_are_built_as_pure_wheels_for_every_python(
+        sdist_index: Path, tmp_path: Path) -> None:
+    pip = [sys.executable, "-m", "pip"]
+    built = tmp_path / "built"
+    for py in ("3.12", "3.13"):
+        dest = tmp_path / f"got-{py}"
+        ok, made = vc.download_closure(pip, dest, "farmpure==1.0", _target_flags(py), built)
+        assert ok, py
+        assert sorted(p.name for p in dest.iterdir()) == ["farmpure-1.0-py3-none-any.whl",
+                                                           "farmpuredep-2.0-py3-none-any.whl"]
+        # built once, then found by --find-links for the second interpreter
+        assert made == (["farmpure==1.0", "farmpuredep==2.0"] if py == "3.12" else [])
+
+
+def test_an_sdist_that_builds_a_platform_wheel_is_not_offered_to_other_interpreters(
+        sdist_index: Path, tmp_path: Path) -> None:
+    pip = [sys.executable, "-m", "pip"]
+    built = tmp_path / "built"
+    assert vc.build_pure_wheel(pip, "farmnative==1.0", built) is None
+    assert list(built.iterdir()) == []
+    ok, made = vc.download_closure(pip, tmp_path / "got", "farmnative==1.0", _target_flags("3.13"), built)
+    assert (ok, made) == (False, [])
