@@ -187,6 +187,8 @@ class ReportConfig:
     bootstrap: int = 2000
     seed: int = 0
     incomplete_threshold: float = 0.05
+    power: float = 0.8  # statistical planner: power of the MDD and seeds-needed answers
+    power_delta_pts: float = 3.0  # the fixed alternative the planner sizes seeds for
 
 
 @dataclass

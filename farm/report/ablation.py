@@ -7,7 +7,10 @@ Every arm of an experiment runs the same tasks and seeds, so arms are compared o
 - McNemar's exact test on per-task outcomes, where a task counts as resolved when strictly
   more than half of its seeds resolved (a tie, possible with an even k, counts as unresolved
   for both arms alike). Tasks, not (task, seed) cells, are the independent units, which is what
-  the test assumes; the bootstrap CI is the primary measure of uncertainty.
+  the test assumes; the bootstrap CI is the primary measure of uncertainty;
+- the statistical planner (farm/report/power.py) on the paired differences: the minimum
+  detectable difference at the run's size and the seeds needed to detect the observed Δ or a
+  given one.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from farm.report.data import Group, RunData
+from farm.report.power import PowerOptions, PowerRow, power_row, variance_parts
 from farm.report.stats import BootstrapOptions, GroupStats, bootstrap_ratio
 
 
@@ -49,6 +53,7 @@ class ArmRow:
     tokens_mean: float  # prompt + completion per trial
     wall_s_mean: float
     trials: int
+    power: PowerRow | None = None  # None on the baseline row
 
 
 def arm_specs(run: RunData) -> list[tuple[str, str]]:
@@ -134,6 +139,7 @@ def ablation_rows(
     groups: list[Group],
     stats: list[GroupStats],
     opts: BootstrapOptions,
+    planner: PowerOptions | None = None,
 ) -> list[ArmRow]:
     """Rows for every benchmark of the run that has at least two arms."""
     specs = arm_specs(run)
@@ -158,6 +164,8 @@ def ablation_rows(
             b, c, p = mcnemar(base.resolved, g.resolved)
             tct, pct = tool_turns(g.trials, run.steps)
             ran = g.trials
+            diff = g.resolved.astype(float) - base.resolved.astype(float)
+            power = None if g is base else power_row(variance_parts(diff), delta, planner or PowerOptions())
             rows.append(
                 ArmRow(
                     run_id=g.run_id,
@@ -184,6 +192,7 @@ def ablation_rows(
                     tokens_mean=_mean(ran, "prompt_tokens", "completion_tokens"),
                     wall_s_mean=_mean(ran, "wall_s"),
                     trials=len(ran),
+                    power=power,
                 )
             )
     return rows

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from farm.report.data import CELL_STATUSES, Group
+from farm.report.power import VarianceParts, variance_parts
 
 PCT = 100.0
 
@@ -166,6 +167,7 @@ class GroupStats:
     stderr: float = math.nan  # normal approximation of Avg@k, points, n = tasks
     error_classes: dict[tuple[str, str], int] = field(default_factory=dict)
     seeds: list[int] = field(default_factory=list)
+    variance: VarianceParts | None = None  # between-/within-task components (statistical planner)
 
     @property
     def infra_or_missing(self) -> int:
@@ -215,4 +217,5 @@ def group_stats(group: Group, opts: BootstrapOptions | None = None) -> GroupStat
         stderr=normal_stderr(avg_at_k(ok), n_tasks),
         error_classes=classes,
         seeds=list(group.seeds),
+        variance=variance_parts(ok),
     )

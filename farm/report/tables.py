@@ -19,6 +19,8 @@ from farm.report.data import CELL_STATUSES, Group, RunData, not_run, outcome_gro
 from farm.report.integrity import IntegrityRow, integrity_rows
 from farm.report.layout import Column, Table, fmt, fmt_ci, trace_columns
 from farm.report.main_table import MainRow, main_rows, main_table
+from farm.report.planner_table import planner_table, power_fields
+from farm.report.power import PowerOptions
 from farm.report.stats import BootstrapOptions, GroupStats, group_stats
 from farm.report.verdicts import Verdict, verdicts
 
@@ -31,6 +33,8 @@ class ReportOptions:
     seed: int = 0
     level: float = 0.95
     incomplete_threshold: float = 0.05
+    power: float = 0.8  # statistical planner (farm/report/power.py); alpha = 1 - level
+    power_delta_pts: float = 3.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.bootstrap, int) or self.bootstrap < 1:
@@ -41,12 +45,14 @@ class ReportOptions:
             raise ConfigError(
                 f"report.incomplete_threshold: expected a share in [0, 1], got {self.incomplete_threshold!r}"
             )
+        _ = self.power_options  # validates power and power_delta_pts
 
     @classmethod
     def from_config(cls, config: dict[str, Any] | None) -> ReportOptions:
         rep = (config or {}).get("report") or {}
         kwargs = {}
-        for name, conv in (("bootstrap", int), ("seed", int), ("incomplete_threshold", float)):
+        for name, conv in (("bootstrap", int), ("seed", int), ("incomplete_threshold", float),
+                           ("power", float), ("power_delta_pts", float)):
             if rep.get(name) is not None:
                 try:
                     kwargs[name] = conv(rep[name])
@@ -57,6 +63,10 @@ class ReportOptions:
     @property
     def bootstrap_options(self) -> BootstrapOptions:
         return BootstrapOptions(samples=self.bootstrap, seed=self.seed, level=self.level)
+
+    @property
+    def power_options(self) -> PowerOptions:
+        return PowerOptions(alpha=1.0 - self.level, power=self.power, delta_pts=self.power_delta_pts)
 
 
 @dataclass
@@ -83,12 +93,12 @@ def compute(runs: list[RunData], registry: ClaimsRegistry, options: ReportOption
         stats = [group_stats(g, bopts) for g in groups]
         content.groups += groups
         content.stats += stats
-        content.ablation += ablation_rows(run, groups, stats, bopts)
+        content.ablation += ablation_rows(run, groups, stats, bopts, options.power_options)
         content.cost += cost_rows(run, groups)
         content.integrity += integrity_rows(run, bopts, groups)
         for g in groups:
             content.parallel[(g.run_id, g.benchmark, g.arm, g.model)] = tool_turns(g.trials, run.steps)
-    content.verdicts = verdicts(content.stats, registry, options.incomplete_threshold)
+    content.verdicts = verdicts(content.stats, registry, options.incomplete_threshold, options.power_options)
     content.main = main_rows(content.groups, content.stats, content.integrity, content.verdicts)
     content.tables = _tables(content)
     return content
@@ -296,6 +306,7 @@ def _tables(c: ReportContent) -> list[Table]:
             "verdict": v.verdict,
             "verdict_text": v.text,
             "note": v.note,
+            **power_fields(v.power),
         }
         for v in c.verdicts
     ]
@@ -313,6 +324,7 @@ def _tables(c: ReportContent) -> list[Table]:
                 ("claim", lambda r: f"{fmt(r['claim'])} ({r['claim_metric']})"),
                 ("verdict", lambda r: r["verdict_text"]),
                 ("note", lambda r: r["note"]),
+                ("MDD pts", lambda r: fmt(r.get("power_mdd_pts"))),
                 ("source", lambda r: r["claim_source"]),
                 *trace_columns(),
             ],
@@ -322,7 +334,8 @@ def _tables(c: ReportContent) -> list[Table]:
     )
 
     if c.ablation:
-        abl = [vars(a).copy() for a in c.ablation]
+        abl = [{**{k: v for k, v in vars(a).items() if k != "power"}, **power_fields(a.power)}
+               for a in c.ablation]
         tables.append(
             Table(
                 "ablation",
@@ -336,6 +349,7 @@ def _tables(c: ReportContent) -> list[Table]:
                     ("95% CI", lambda r: fmt_ci(r["ci_low"], r["ci_high"])),
                     ("Δ vs baseline (pts)", lambda r: "–" if r["is_baseline"] else fmt(r["delta_pts"])),
                     ("Δ 95% CI", lambda r: "–" if r["is_baseline"] else fmt_ci(r["delta_ci_low"], r["delta_ci_high"])),
+                    ("MDD pts", lambda r: "–" if r["is_baseline"] else fmt(r.get("power_mdd_pts"))),
                     ("McNemar b/c, p", lambda r: "–" if r["is_baseline"]
                      else f"{r['mcnemar_b']}/{r['mcnemar_c']}, p={r['mcnemar_p']:.3g}"),
                     ("parallel-call turns %", lambda r: fmt(r["parallel_rate"], 2)),
@@ -345,7 +359,8 @@ def _tables(c: ReportContent) -> list[Table]:
                     *trace_columns(),
                 ],
                 note="McNemar: exact test on per-task majority outcomes (a task counts as resolved "
-                "when more than half of its seeds resolved); b = baseline only, c = arm only.",
+                "when more than half of its seeds resolved); b = baseline only, c = arm only. MDD: the "
+                f"smallest Δ this run detects at power {c.options.power:g} (seeds needed: Statistical planner).",
             )
         )
 
@@ -384,6 +399,9 @@ def _tables(c: ReportContent) -> list[Table]:
             "serving GPU time, split by LLM seconds; – when the run did not serve the model.",
         )
     )
+    planner = planner_table(c.verdicts, c.ablation, c.options.power_options)
+    if planner.rows:
+        tables.append(planner)
     tables.append(Table("per_seed", "Per-seed resolve rates", seeds, [], note="CSV only"))
     tables.append(Table("pass_at_k", "pass@k", passk, [], note="CSV only"))
     return tables

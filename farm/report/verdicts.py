@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from farm.report.claims import Claim, ClaimsRegistry
+from farm.report.power import PowerOptions, PowerRow, power_row
 from farm.report.stats import GroupStats
 
 
@@ -25,6 +26,7 @@ class Verdict:
     verdict: str  # reproduced | below | above | incomplete | not_run
     delta_pts: float  # measured - claim (percentage points)
     note: str = ""
+    power: PowerRow | None = None  # statistical planner: MDD and seeds needed (farm/report/power.py)
 
     @property
     def text(self) -> str:
@@ -38,7 +40,7 @@ class Verdict:
 
 
 def judge(
-    claim: Claim, stats: GroupStats, incomplete_threshold: float = 0.05
+    claim: Claim, stats: GroupStats, incomplete_threshold: float = 0.05, planner: PowerOptions | None = None
 ) -> Verdict:
     """Verdict of one claim against one measured group.
 
@@ -77,11 +79,13 @@ def judge(
         verdict=verdict,
         delta_pts=delta,
         note="; ".join(notes),
+        power=power_row(stats.variance, delta, planner or PowerOptions()) if stats.variance else None,
     )
 
 
 def verdicts(
-    all_stats: list[GroupStats], registry: ClaimsRegistry, incomplete_threshold: float = 0.05
+    all_stats: list[GroupStats], registry: ClaimsRegistry, incomplete_threshold: float = 0.05,
+    planner: PowerOptions | None = None,
 ) -> list[Verdict]:
     """One verdict per measured group that has a matching claim (by model alias and benchmark)."""
     out = []
@@ -93,7 +97,7 @@ def verdicts(
         if key is not None:
             measured.setdefault((st.run_id, key), st)
         if claim is not None:
-            out.append(judge(claim, st, incomplete_threshold))
+            out.append(judge(claim, st, incomplete_threshold, planner))
             covered.add((st.run_id, claim.model, claim.benchmark))
     # Claims of an evaluated model on benchmarks the run did not include are listed too, so
     # the reproduction table always shows the model's whole claim sheet.
