@@ -36,6 +36,7 @@ from pathlib import Path
 MIRROR = "http://deb.debian.org/debian"
 ROOT_TAG = "localhost/farm-standin-root:{suite}"
 LABEL = "io.farm.standin"
+PIP_VERSION = "25.1.1"  # what python:3.13-slim shipped in mid-2025
 OFFICIAL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # what the official python images ship beyond the interpreter (headers for C extensions,
 # venv/ensurepip, certificates, tzdata, netbase)
@@ -67,8 +68,9 @@ class StandIn:
 def _python_diff(want: str, have: str, suite: str) -> str:
     same = want == have
     ver = f"Python {have} (Debian's python3 package)" + ("" if same else f", not {want}: Debian has no {want}")
-    return (f"Debian {suite} root (debootstrap minbase), {ver}; pip is Debian's python3-pip with the "
-            "EXTERNALLY-MANAGED marker removed; interpreter in /usr/bin, linked from /usr/local/bin")
+    return (f"Debian {suite} root (debootstrap minbase), {ver}; pip {PIP_VERSION} from PyPI in "
+            "/usr/local/lib (Debian's python3-pip below it), the EXTERNALLY-MANAGED marker removed; "
+            "interpreter in /usr/bin, linked from /usr/local/bin")
 
 
 STANDINS: list[StandIn] = [
@@ -126,8 +128,11 @@ def containerfile(s: StandIn, cas: dict[str, bytes] | None = None) -> str:
         run += [
             f"ln -sf /usr/bin/python{s.python} /usr/local/bin/python3",
             f"ln -sf /usr/bin/python{s.python} /usr/local/bin/python",
-            # Debian's pip, usable for system-wide installs as in the official image
             "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED",
+            # pip from its PyPI wheel over Debian's, as ensurepip gives the official image: Debian's
+            # python3-pip has no RECORD, so a task's `pip install --upgrade pip==X` could not
+            # uninstall it (TB2 pypi-server's build failed exactly so)
+            f"python3 -m pip install --no-cache-dir --ignore-installed pip=={PIP_VERSION}",
             "printf '#!/bin/sh\\nexec /usr/local/bin/python3 -m pip \"$@\"\\n' > /usr/local/bin/pip",
             "chmod 755 /usr/local/bin/pip && ln -sf pip /usr/local/bin/pip3",
             "python --version && pip --version",

@@ -78,12 +78,15 @@ def test_standins_build_a_real_dockerfile_offline_and_mark_it(tmp_path: Path):
                       "for c in python python3 pip pip3; do command -v $c; done; "
                       "python -c 'import sys; print(sys.version_info[:2])'; "
                       "echo $LANG; pip install --no-index --no-deps /nonexistent.whl 2>&1 | "
-                      "grep -c externally-managed || true")
+                      "grep -c externally-managed || true; "
+                      # a task's `pip install --upgrade pip==X` first uninstalls the image's pip
+                      "python3 -m pip uninstall -y pip >/dev/null 2>&1 && echo uninstalled")
         assert run.returncode == 0, run.stderr
         lines = run.stdout.split()
         assert lines[:4] == ["/usr/local/bin/python", "/usr/local/bin/python3", "/usr/local/bin/pip",
                              "/usr/local/bin/pip3"], run.stdout
         assert "".join(lines[4:6]) == "(3,13)" and lines[6] == "C.UTF-8" and lines[7] == "0", run.stdout
+        assert lines[8:] == ["uninstalled"], run.stdout
     finally:
         _podman(env, "rmi", "-f", tag)
     # ubuntu-style steps work on the Debian root where the package exists
