@@ -133,6 +133,15 @@ def cmd_regrade(args: argparse.Namespace) -> int:
     return EXIT_INFRA if summary.counts.get("infra_error") else EXIT_OK
 
 
+# -- view ------------------------------------------------------------------------------------
+def cmd_view(args: argparse.Namespace) -> int:
+    from farm.view.cli import view_main
+
+    cfg = _cfg(args)  # only store.* is read: where the run is
+    return view_main(args.run, args.store or cfg.store.uri, cfg.store.endpoint_url, cfg.store.region,
+                     out=args.out, port=args.port, console=console)
+
+
 # -- tasks -----------------------------------------------------------------------------------
 def cmd_tasks(args: argparse.Namespace) -> int:
     from farm.tasks import cli as tasks_cli
@@ -196,6 +205,46 @@ def cmd_images(args: argparse.Namespace) -> int:
 
         return check_images(_cfg(args), offline=args.offline, jobs=args.jobs, out=console, err=err_console)
     return build_images(_cfg(args), push=args.push, jobs=args.jobs, out=console, err=err_console)
+
+
+# -- export / diff --------------------------------------------------------------------------
+def cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from farm.report.atif import export_run
+    from farm.report.data import load_run
+    from farm.store.results import ResultStore
+
+    cfg = _cfg(args)  # only store.* is read: where the run is
+    store = ResultStore.open(args.store or cfg.store.uri, cfg.store.endpoint_url, cfg.store.region, create=False)
+    summary = export_run(load_run(store, args.run), Path(args.out))
+    console.print(f"exported {len(summary.written)} ATIF trajectories of run [bold]{args.run}[/] to {summary.out_dir}"
+                  + (f"; {len(summary.without_steps)} trials have no steps (the agent never ran), listed in "
+                     "index.jsonl" if summary.without_steps else ""), highlight=False, soft_wrap=True)
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    import json
+
+    from farm.report.cli import report_overrides
+    from farm.report.data import load_run
+    from farm.report.diff import diff_runs, print_diff
+    from farm.report.tables import ReportOptions
+    from farm.store.results import ResultStore
+
+    cfg = _cfg(args)
+    uri = args.store or cfg.store.uri
+    stores = [ResultStore.open(u, cfg.store.endpoint_url, cfg.store.region, create=False)
+              for u in (uri, args.store_b or uri)]
+    run_a, run_b = load_run(stores[0], args.run_a), load_run(stores[1], args.run_b)
+    report = {**(run_a.config.get("report") or {}), **report_overrides(list(args.overrides))}
+    diff = diff_runs(run_a, run_b, ReportOptions.from_config({"report": report}).bootstrap_options)
+    if args.json:
+        print(json.dumps(diff.to_json(), indent=1))
+    else:
+        print_diff(diff, console)
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -267,12 +316,40 @@ def build_parser() -> argparse.ArgumentParser:
                     help="on top of the run's stored config (store.* also says where the run is)")
     rg.add_argument("--config")
     rg.set_defaults(fn=cmd_regrade)
+    vw = sub.add_parser("view", help="browse a run's trials, steps, patches and verifier output as HTML, from its "
+                        "Parquet (docs/viewer.md)")
+    vw.add_argument("run", help="run id")
+    vw.add_argument("--store", help="store URI (default: store.uri of the config)")
+    vw.add_argument("--out", help="write a static site to this directory instead of serving")
+    vw.add_argument("--port", type=int, default=8765, help="serve on 127.0.0.1:PORT (default 8765; 0: any free port)")
+    vw.add_argument("overrides", nargs="*", default=[])
+    vw.add_argument("--config")
+    vw.set_defaults(fn=cmd_view)
     v = add("validate", cmd_validate, "load and validate the config and the benchmark")
     v.add_argument("--strict", action="store_true", help=STRICT_HELP)
     v.add_argument("--show", action="store_true", help="print the resolved config")
     add("serve", cmd_serve, "serve a model with Ray Serve LLM + vLLM (blocks; Ctrl-C stops)")
     g = add("gc", cmd_gc, "delete sandboxes (pods, containers, local dirs) of runs that are no longer alive")
     g.add_argument("--dry-run", action="store_true")
+    ex = sub.add_parser("export", help="write a run's trajectories in another format (docs/export.md)")
+    ex.add_argument("run", help="run id")
+    ex.add_argument("out", help="output directory (one document per trial, and index.jsonl)")
+    ex.add_argument("--format", choices=("atif",), required=True,
+                    help="atif: Agent Trajectory Interchange Format (Harbor RFC 0001), one JSON per trial")
+    ex.add_argument("--store", help="store URI (default: store.uri of the config)")
+    ex.add_argument("overrides", nargs="*", default=[])
+    ex.add_argument("--config")
+    ex.set_defaults(fn=cmd_export)
+    df = sub.add_parser("diff", help="compare two runs trial by trial: same / regrade / rerun, and the paired "
+                        "difference of the outcome (docs/export.md)")
+    df.add_argument("run_a", help="run id of the reference run (A)")
+    df.add_argument("run_b", help="run id of the run compared with it (B)")
+    df.add_argument("--store", help="store URI (default: store.uri of the config)")
+    df.add_argument("--store-b", help="store of RUN_B when it is not the store of RUN_A")
+    df.add_argument("--json", action="store_true", help="print the diff as JSON (per arm and per trial)")
+    df.add_argument("overrides", nargs="*", default=[], help="report.bootstrap=N / report.seed=N (default: run A's)")
+    df.add_argument("--config")
+    df.set_defaults(fn=cmd_diff)
     return p
 
 
