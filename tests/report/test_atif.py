@@ -1,0 +1,161 @@
+"""`farm export --format atif`: one ATIF document per trial of a real run, valid and lossless."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from farm.cli import main
+from farm.report.atif import export_run, trajectory
+from farm.report.data import RunData, load_run
+from farm.store import ResultStore
+from farm.store.schema import STEPS_SCHEMA, TRIALS_SCHEMA, to_table
+
+from .conftest import REASONING, SOLVED, DemoRuns
+from .synth import meta, plan_table, trial
+
+DATA = Path(__file__).with_name("data")
+SCHEMA = json.loads((DATA / "atif-trajectory.schema.json").read_text())
+
+
+def _export(demo_runs: DemoRuns, run_id: str, out: Path) -> list[dict]:
+    assert main(["export", run_id, "--store", demo_runs.store, "--format", "atif", str(out)]) == 0
+    return [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+
+
+def _rfc_rules(doc: dict) -> None:
+    """What RFC 0001 requires beyond the JSON Schema (Harbor checks these in model validators)."""
+    assert [s["step_id"] for s in doc["steps"]] == list(range(1, len(doc["steps"]) + 1))
+    for step in doc["steps"]:
+        if step["source"] != "agent":
+            assert not {"model_name", "reasoning_effort", "reasoning_content", "tool_calls", "metrics"} & set(step)
+        ids = {c["tool_call_id"] for c in step.get("tool_calls", [])}
+        for result in (step.get("observation") or {}).get("results", []):
+            assert result.get("source_call_id") in ids
+
+
+def test_every_trial_of_both_runs_validates_against_the_atif_schema(demo_runs: DemoRuns, tmp_path: Path) -> None:
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    store = ResultStore.open(demo_runs.store, create=False)
+    for run_id in (demo_runs.run_a, demo_runs.run_b):
+        docs = _export(demo_runs, run_id, tmp_path / run_id)
+        trials = store.read_trials(run_id).to_pylist()
+        assert len(docs) == len(trials) == 6
+        assert {d["session_id"] for d in docs} == {t["trial_key"] for t in trials}
+        for doc in docs:
+            errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
+            assert not errors, errors[:5]
+            _rfc_rules(doc)
+        index = [json.loads(line) for line in (tmp_path / run_id / "index.jsonl").read_text().splitlines()]
+        assert sorted(e["file"] for e in index) == sorted(p.name for p in (tmp_path / run_id).glob("*.json"))
+    broken = dict(docs[0], steps=[dict(docs[0]["steps"][0], tokens=3)])  # the schema can fail
+    assert list(validator.iter_errors(broken))
+
+
+def _messages(doc: dict) -> list[dict]:
+    """The OpenAI-style conversation an ATIF document describes (the inverse of the export)."""
+    out: list[dict] = []
+    for step in doc["steps"]:
+        if step["source"] != "agent":
+            out.append({"role": step["source"], "content": step["message"]})
+            continue
+        if step["extra"].get("no_reply"):
+            continue
+        msg: dict = {"role": "assistant", "content": step["message"]}
+        if step.get("reasoning_content"):
+            msg["reasoning_content"] = step["reasoning_content"]
+        if step.get("tool_calls"):
+            msg["tool_calls"] = [
+                {"id": c["tool_call_id"], "name": c["function_name"],
+                 "arguments": c.get("extra", {}).get("raw_arguments", c["arguments"])}
+                for c in step["tool_calls"]]
+        out.append(msg)
+        for r in (step.get("observation") or {}).get("results", []):
+            out.append({"role": "tool", "tool_call_id": r["source_call_id"], "content": r.get("content")})
+    return out
+
+
+def _stored_messages(rows: list[dict]) -> list[dict]:
+    out = []
+    for row in sorted(rows, key=lambda r: r["step"]):
+        for m in json.loads(row["messages_json"]):
+            if m["role"] == "assistant":
+                m = {"role": "assistant", "content": m.get("content") or "",
+                     **({"reasoning_content": m["reasoning_content"]} if m.get("reasoning_content") else {}),
+                     **({"tool_calls": [{"id": c["id"], "name": c["function"]["name"],
+                                         "arguments": _maybe_json(c["function"]["arguments"])}
+                                        for c in m["tool_calls"]]} if m.get("tool_calls") else {})}
+            out.append(m)
+    return out
+
+
+def _maybe_json(text: str):
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, dict) else text
+
+
+def test_export_holds_messages_reasoning_tools_tokens_timing_and_reward(demo_runs: DemoRuns, tmp_path: Path) -> None:
+    store = ResultStore.open(demo_runs.store, create=False)
+    docs = {d["session_id"]: d for d in _export(demo_runs, demo_runs.run_a, tmp_path / "a")}
+    steps = store.read_steps(demo_runs.run_a).to_pylist()
+    for t in store.read_trials(demo_runs.run_a).to_pylist():
+        doc, rows = docs[t["trial_key"]], [s for s in steps if s["trial_key"] == t["trial_key"]]
+        assert _messages(doc) == _stored_messages(rows)
+        agent_steps = [s for s in doc["steps"] if s["source"] == "agent"]
+        assert len(agent_steps) == len(rows) == t["steps"]
+        for step, row in zip(agent_steps, sorted(rows, key=lambda r: r["step"])):
+            assert step["metrics"]["prompt_tokens"] == row["prompt_tokens"]
+            assert step["metrics"]["completion_tokens"] == row["completion_tokens"]
+            assert step["metrics"].get("cached_tokens") == row["cached_tokens"]
+            assert step["extra"]["latency_s"] == row["latency_s"]
+            assert [c["extra"]["duration_s"] for c in step.get("tool_calls", [])] == row["tool_durations_s"]
+        assert doc["extra"]["reward"] == t["reward"] and doc["extra"]["status"] == t["status"]
+        assert doc["final_metrics"]["total_prompt_tokens"] == t["prompt_tokens"]
+        assert doc["final_metrics"]["extra"]["wall_s"] == t["wall_s"]
+        assert doc["extra"]["farm_trial"]["attempt_uid"] == doc["trajectory_id"] == t["attempt_uid"]
+        if t["arm"] == "changed":  # the scripted agent: reasoning, parallel calls, one malformed call
+            survey = agent_steps[0]
+            assert survey["reasoning_content"] == REASONING
+            assert survey["metrics"]["cached_tokens"] == 7 and survey["metrics"]["extra"]["reasoning_tokens"] == 11
+            assert [c["arguments"] for c in survey["tool_calls"]] == [{"pattern": "*"}, {}]
+            assert survey["tool_calls"][1]["extra"]["raw_arguments"] == '{"pattern": '
+            assert doc["extra"]["reward"] == (1.0 if t["task_id"] == SOLVED else 0.0)
+
+
+def test_harbor_reads_the_export_back_unchanged(demo_runs: DemoRuns, tmp_path: Path) -> None:
+    python = os.environ.get("FARM_HARBOR_PYTHON")
+    if not python:
+        pytest.skip("Harbor needs Python >= 3.12 (this venv is older): set FARM_HARBOR_PYTHON to a python with "
+                    "harbor installed (pip install harbor==0.26.0) to read the export with Harbor's own models")
+    out = tmp_path / "atif"
+    docs = _export(demo_runs, demo_runs.run_b, out)
+    done = subprocess.run([python, str(DATA / "harbor_roundtrip.py"), str(out)], capture_output=True, text=True,
+                          timeout=120, check=True)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["read"] == len(docs) == 6 and result["failures"] == []
+
+
+def test_a_trial_the_agent_never_reached_is_listed_not_written(tmp_path: Path) -> None:
+    lost = trial("r", "b", "t1", 0, "infra_error", error_class="sandbox_start")
+    run = RunData(meta=meta("r"), plan=plan_table("r", "b", ["t1"], [0], ["base"], "m"),
+                  trials=to_table([lost], TRIALS_SCHEMA), steps=STEPS_SCHEMA.empty_table())
+    summary = export_run(run, tmp_path / "out")
+    assert summary.written == [] and summary.without_steps == [lost.trial_key]
+    assert json.loads((tmp_path / "out" / "index.jsonl").read_text())["file"] is None
+    assert trajectory(lost.__dict__, []) is None
+
+
+def test_unknown_run_is_one_line_naming_it(demo_runs: DemoRuns, tmp_path: Path, capsys) -> None:
+    assert main(["export", "no-such-run", "--store", demo_runs.store, "--format", "atif", str(tmp_path)]) == 2
+    assert "no-such-run" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["export", demo_runs.run_a, "--store", demo_runs.store, "--format", "jsonl", str(tmp_path)])
+    assert load_run(ResultStore.open(demo_runs.store, create=False), demo_runs.run_a).trials.num_rows == 6
