@@ -258,7 +258,9 @@ def changed_keys(diff: RunDiff, decision: str) -> Counter[str]:
 def report_table(diff: RunDiff) -> Table:
     """The diff as a report table (Markdown / HTML / CSV of the report)."""
     level = int(round(diff.bootstrap.level * 100))
-    rows = [{"run_a": diff.run_a, "run_b": diff.run_b, **{k: v for k, v in asdict(a).items() if k != "decisions"},
+    # run_id / config_hash (B's) as on every report row, so each CSV row names where it came from
+    rows = [{"run_id": diff.run_b, "config_hash": diff.config_hash_b, "run_a": diff.run_a,
+             "config_hash_a": diff.config_hash_a, **{k: v for k, v in asdict(a).items() if k != "decisions"},
              **{f"n_{d}": a.decisions[d] for d in DECISIONS}} for a in diff.arms]
     return Table(
         "run_diff", f"Run diff: {diff.run_b} against {diff.run_a}", rows,

@@ -16,6 +16,7 @@ from farm.report.ablation import ArmRow, ablation_rows, tool_turns
 from farm.report.claims import ClaimsRegistry
 from farm.report.cost import COST_FIELDS, CostRow, cost_rows
 from farm.report.data import CELL_STATUSES, Group, RunData, not_run, outcome_groups
+from farm.report.diff import diff_runs, report_table
 from farm.report.integrity import IntegrityRow, integrity_rows
 from farm.report.layout import Column, Table, fmt, fmt_ci, trace_columns
 from farm.report.main_table import MainRow, main_rows, main_table
@@ -402,6 +403,8 @@ def _tables(c: ReportContent) -> list[Table]:
     planner = planner_table(c.verdicts, c.ablation, c.options.power_options)
     if planner.rows:
         tables.append(planner)
+    if len(c.runs) == 2:  # `farm report A --compare B`: the run-to-run diff (farm/report/diff.py)
+        tables.append(report_table(diff_runs(*c.runs, c.options.bootstrap_options)))
     tables.append(Table("per_seed", "Per-seed resolve rates", seeds, [], note="CSV only"))
     tables.append(Table("pass_at_k", "pass@k", passk, [], note="CSV only"))
     return tables

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -103,3 +104,19 @@ def test_rows_that_ran_differently_are_reruns_whatever_the_config_says() -> None
 def test_unknown_run_is_one_line_naming_it(demo_runs: DemoRuns, capsys) -> None:
     assert main(["diff", demo_runs.run_a, "no-such-run", "--store", demo_runs.store]) == 2
     assert "no-such-run" in capsys.readouterr().err
+
+
+def test_report_with_a_second_run_has_the_diff_section(demo_runs: DemoRuns, tmp_path) -> None:
+    out = tmp_path / "report"
+    assert main(["report", demo_runs.run_a, "--compare", demo_runs.run_b, "--store", demo_runs.store,
+                 "--out", str(out), "report.bootstrap=200"]) == 0
+    html = (out / "report.html").read_text()
+    assert f"Run diff: {demo_runs.run_b} against {demo_runs.run_a}" in html
+    rows = {r["arm"]: r for r in csv.DictReader((out / "run_diff.csv").open())}
+    assert set(rows) == {"same", "regraded", "changed"}
+    assert (rows["changed"]["n_rerun"], rows["changed"]["delta_pts"], rows["changed"]["run_id"]) == \
+        ("2", "50.0", demo_runs.run_b)
+    single = tmp_path / "single"
+    assert main(["report", demo_runs.run_a, "--store", demo_runs.store, "--out", str(single),
+                 "report.bootstrap=200"]) == 0
+    assert not (single / "run_diff.csv").exists()
