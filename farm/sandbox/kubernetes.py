@@ -8,7 +8,9 @@ trial's API-server load does not grow with its number of steps. The counts are m
 The stream runs ``relay.py attach`` (farm/sandbox/relay.py), which connects to the relay that
 is PID 1 of the task container and keeps the agent alive across streams; if a stream breaks,
 one new stream is opened and outstanding requests are re-sent with their ids, which the agent
-answers from memory instead of running them again.
+answers from memory instead of running them again. An agent command that kills every process it
+can see ends the stream and the sandbox agent but not the relay, which starts the agent again
+and answers the request it died under; that loss is the agent's doing and uses up no reconnect.
 """
 
 from __future__ import annotations
@@ -173,7 +175,9 @@ def pod_digest(pod: Any) -> str:
 class KubernetesSandbox(RelaySandbox):
     backend = "kubernetes"
     # egress is a NetworkPolicy: it can change in place. No jail: CAP_SYS_ADMIN, even for the
-    # sandbox agent alone, is refused by the baseline and restricted Pod Security standards
+    # sandbox agent alone, is refused by the baseline and restricted Pod Security standards, so
+    # commands can kill the sandbox agent; the relay (PID 1, out of their reach) restarts it and
+    # the command it died under ends as killed (relayed.py): rows say "pid1-relay: ..."
     capabilities = Capabilities(set_network=True)
     cfg: KubernetesSandboxConfig
 

@@ -208,6 +208,10 @@ def pod_manifest(
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 5,
+        # the relay must be PID 1 of the task container's own PID namespace: then no command of
+        # the agent can kill it, and it restarts a sandbox agent a command killed (relay.py).
+        # A shared namespace would make the pause container PID 1 and the relay killable.
+        "shareProcessNamespace": False,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "initContainers": [
             {

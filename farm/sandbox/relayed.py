@@ -11,7 +11,9 @@ build steps), close, and the preflight check of a task. A backend subclasses
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -22,16 +24,20 @@ from typing import Any, Protocol
 from farm.config import DockerSandboxConfig, KubernetesSandboxConfig
 from farm.errors import FarmError, UnsupportedTaskError
 from farm.sandbox import manifests as m
+from farm.sandbox import relay as r
 from farm.sandbox.base import (
+    ExecResult,
     ImageProvenance,
     SandboxClosedError,
     SandboxError,
     SandboxLostError,
     SandboxStartError,
     SandboxStats,
+    ToolRequest,
+    ToolResponse,
 )
 from farm.sandbox.build import literal_task_env, replay_build_steps, resolve_build_steps, runtime_env
-from farm.sandbox.channel import Channel
+from farm.sandbox.channel import Channel, RemoteOpError
 from farm.sandbox.channel_sandbox import ChannelSandboxMixin
 from farm.sandbox.images import ImageFacts, ImagePlan, plan_image, task_build_tag
 from farm.tasks.image_lock import apply_image_policy, load_image_lock
@@ -47,6 +53,30 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ROOT_ENV = {"HOME": "/root", "PATH": DEFAULT_PATH}
 
 RelayConfig = KubernetesSandboxConfig | DockerSandboxConfig
+# ops that can be sent again under a new id when the agent was killed under them (relay.py)
+IDEMPOTENT_OPS = frozenset({"ping", "read", "stat", "list", "glob"})
+KILL_RETRIES = 3
+
+
+OOM_KILLED = "OOMKilled"  # a container status's reason when its memory limit killed it
+
+
+class SandboxOutOfMemoryError(SandboxLostError):
+    """The whole container was killed at its memory limit (cgroup v2 kills the group, relay
+    included, since Kubernetes 1.28): the trial's own processes used more than the task allows.
+    Nothing is left to grade in place; ``reason`` lets the run layer classify it."""
+
+    reason = "oom_killed"
+
+
+def agent_killed(exc: BaseException) -> bool:
+    """The relay answered: the sandbox agent was killed by a signal while this request ran."""
+    return isinstance(exc, RemoteOpError) and exc.type == r.KILLED
+
+
+def killed_signal(exc: BaseException) -> int:
+    found = re.search(r"killed by signal (\d+)", str(exc))
+    return int(found.group(1)) if found else 9
 
 
 # --- streams and the reconnecting channel ---------------------------------------------------
@@ -118,6 +148,8 @@ class ReconnectingChannel(Channel):
         self._stream: StreamPair | None = None
         self._reopen_lock = asyncio.Lock()
         self.reconnects = 0
+        self.agent_restarts = 0  # how often the relay restarted a killed agent (last seen)
+        self.agent_kills: list[dict[str, Any]] = []
         super().__init__(_NoStream(), _NoStream(), name=name)
 
     async def connect(self) -> None:
@@ -134,18 +166,45 @@ class ReconnectingChannel(Channel):
                 raise broken.lost or SandboxLostError(f"{self._name}: channel lost")
             why = await self._alive()
             if why:
-                raise SandboxLostError(f"{self._name}: channel lost and the sandbox cannot serve: {why}")
+                lost = SandboxOutOfMemoryError if OOM_KILLED in why else SandboxLostError
+                raise lost(f"{self._name}: channel lost and the sandbox cannot serve: {why}")
             self.reconnects += 1
             log.warning("%s: exec stream lost (%s); re-opening (%d/%d)", self._name, broken.lost,
                         self.reconnects, self._max_reconnects)
             await broken.close()
             await self.connect()
+            if await self.relay_status():
+                # the agent's own command killed the exec session with the agent (kill -9 -1):
+                # not a transport failure, so it does not use up the sandbox's reconnects
+                self.reconnects -= 1
+
+    async def relay_status(self, timeout: float = 30.0) -> bool:
+        """Read what the relay recorded; True when it restarted a killed agent since last asked."""
+        inner = self._inner
+        if inner is None or inner.lost is not None:
+            return False
+        try:
+            status = await inner.request(r.STATUS_OP, {}, timeout=timeout)
+        except Exception as e:  # noqa: BLE001 - a diagnostic; the next request tells the truth
+            log.warning("%s: relay status unavailable: %r", self._name, e)
+            return False
+        restarts = int(status.get("restarts") or 0)
+        kills = status.get("kills")
+        if isinstance(kills, list):
+            self.agent_kills = kills
+        if restarts > self.agent_restarts:
+            log.warning("%s: the sandbox agent was killed and restarted (%d so far): %s", self._name, restarts,
+                        self.agent_kills[-1:] or "")
+            self.agent_restarts = restarts
+            return True
+        return False
 
     async def request(self, op: str, args: Mapping[str, Any] | None = None, *,
                       timeout: float | None = 300.0, request_id: str | None = None) -> dict[str, Any]:
         if self._closed:
             raise SandboxClosedError(f"{self._name}: channel is closed")
         rid = request_id or uuid.uuid4().hex
+        kills = 0
         while True:
             inner = self._inner
             if inner is None:
@@ -158,6 +217,22 @@ class ReconnectingChannel(Channel):
                 if self._closed:
                     raise SandboxClosedError(f"{self._name}: closed while a request was pending") from None
                 await self._reopen(inner)
+            except RemoteOpError as e:
+                # a read that ran while something killed the agent changed nothing: ask again
+                if not agent_killed(e) or op not in IDEMPOTENT_OPS or kills >= KILL_RETRIES:
+                    raise
+                kills += 1
+                rid = uuid.uuid4().hex
+
+    async def exec(self, command: str, timeout_s: float = 120.0, *args: Any, **kwargs: Any) -> ExecResult:
+        """As ``Channel.exec``; a command under which the agent was killed ends as killed by
+        that signal (it is what killed the agent, or died with it), not as a lost sandbox."""
+        try:
+            return await super().exec(command, timeout_s, *args, **kwargs)
+        except RemoteOpError as e:
+            if not agent_killed(e):
+                raise
+            return ExecResult(exit_code=128 + killed_signal(e), stderr=f"farm: {e}\n")
 
     async def shutdown(self) -> None:
         """Ask the agent to stop (best effort: the sandbox is removed next anyway), then close."""
@@ -238,6 +313,16 @@ def built_view(task: Task, facts: ImageFacts | None) -> Task:
 
 
 # --- the sandbox ----------------------------------------------------------------------------
+
+
+def relay_isolation(agent: str | None) -> str | None:
+    """The row's ``agent_isolation``: the jail's, or, where there is none, what the relay gives.
+
+    Without the jail a command can see and kill the sandbox agent, but not the relay (PID 1),
+    which restarts the agent and answers the request it was killed under (relay.py)."""
+    if agent is None or not agent.startswith("none"):
+        return agent
+    return f"pid1-relay: agent restarted if killed; commands see it (jail {agent})"
 
 
 class RelaySandbox(ChannelSandboxMixin):
@@ -341,7 +426,7 @@ class RelaySandbox(ChannelSandboxMixin):
                                                max_reconnects=self.cfg.max_reconnects, alive=self._why_dead)
             await self.channel.connect()
             pong = await self.channel.request("ping", {}, timeout=60)
-            self.stats.isolation = pong.get("agent_isolation") if isinstance(pong, dict) else None
+            self.stats.isolation = relay_isolation(pong.get("agent_isolation") if isinstance(pong, dict) else None)
             await self._prepare()
         except BaseException as e:
             await self._teardown(force=True)
@@ -377,6 +462,17 @@ class RelaySandbox(ChannelSandboxMixin):
                 self._workdir = step.path
         self._env = runtime_env(steps)
 
+    async def tool(self, request: ToolRequest) -> ToolResponse:
+        """A tool call under which the agent was killed is an observation for the model (what
+        its command did), not a lost sandbox: the relay has already started a new agent."""
+        try:
+            return await super().tool(request)
+        except RemoteOpError as e:
+            if not agent_killed(e):
+                raise
+            message = str(e).split(f"{r.KILLED}: ", 1)[-1]
+            return ToolResponse(observation=f"{r.KILLED}: {message}", error=r.KILLED)
+
     def _ch(self) -> ReconnectingChannel:
         if self._phase in ("closing", "closed"):
             raise SandboxClosedError(f"{self.name}: sandbox is closed")
@@ -389,8 +485,13 @@ class RelaySandbox(ChannelSandboxMixin):
             return
         self._phase = "closing"
         if self.channel is not None:
+            await self.channel.relay_status(timeout=5)  # kills nobody asked about (a daemon's, between calls)
             self.stats.requests = self.channel.requests
             self.stats.extra["reconnects"] = self.channel.reconnects
+            self.stats.extra["agent_restarts"] = self.channel.agent_restarts
+            if self.channel.agent_restarts:
+                record = {"restarts": self.channel.agent_restarts, "kills": self.channel.agent_kills}
+                self.stats.artifacts["agent-kills.json"] = json.dumps(record, indent=1).encode()
         await self._teardown(force=False)
         self._phase = "closed"
 

@@ -6,7 +6,9 @@ the shared volume, then the task container's real command runs in a bubblewrap s
 root is a private directory with the host's /usr mounted read-only (the "image"). A pod gets
 its own network namespace iff a NetworkPolicy denying its egress exists when it is created,
 which is the one cluster behaviour the backend's correctness depends on here.
-FakeExecStream runs an exec command as a local subprocess in the pod's network namespace.
+The container's command is PID 1 of the pod's PID namespace, as on a kubelet.
+FakeExecStream runs an exec command in the pod's PID, mount and network namespaces, as a
+container runtime does: an agent command there can see and kill it.
 
 Like a real API server, the fakes refuse (422 Invalid) any object that does not validate
 against the official Kubernetes schema (kubernetes-validate ships it offline), so a backend
@@ -138,7 +140,7 @@ class FakePod:
         python, python_binds = agent_python()
         argv = ["bwrap", "--bind", str(self.rootfs), "/", *system_binds(), *python_binds,
                 "--dev", "/dev", "--proc", "/proc", "--ro-bind", str(self.farm), m.FARM_MOUNT,
-                "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--chdir", workdir]
+                "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--die-with-parent", "--chdir", workdir]
         if self.own_netns:
             argv.append("--unshare-net")
         env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
@@ -249,6 +251,17 @@ class _ProcStream(ProcStream):
     def describe(self) -> str:
         return f"fake exec exit status {self.proc.returncode}"
 
+    def close(self) -> None:
+        self.break_()
+
+    def break_(self) -> None:
+        """What a broken WebSocket does: the exec session ends (nsenter and what it forked)."""
+        if self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
 
 class FakeExecStream:
     """Stands in for kubernetes.stream: runs the exec command locally in the pod's namespaces."""
@@ -263,29 +276,25 @@ class FakeExecStream:
         pod = next((p for (_, n), p in self.core.pods.items() if n == pod_name), None)
         if pod is None or pod.proc is None or pod.proc.poll() is not None:
             raise ApiException(status=404, reason=f"pod {pod_name} is not running")
-        argv = [pod.host_path(a) for a in command]
-        if pod.own_netns:
-            # the relay's abstract socket lives in the pod's network namespace
-            inner = _child_pid(pod.proc.pid)
-            argv = ["nsenter", "-t", str(inner), "-n", "--", *argv]
+        # the relay's abstract socket lives in the pod's network namespace; inside its mount
+        # namespace the command's paths are the container's own
+        argv = ["nsenter", "-t", str(_child_pid(pod.proc.pid)), "-p", "-m", "-r", "-w",
+                *(["-n"] if pod.own_netns else []), "--", *command]
         proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.PIPE,
-                                                    stdout=asyncio.subprocess.PIPE, limit=16 << 20)
+                                                    stdout=asyncio.subprocess.PIPE, limit=16 << 20,
+                                                    start_new_session=True)
         stream = _ProcStream(proc)
         self.streams.append(stream)
         return stream
 
 
 def _child_pid(pid: int) -> int:
-    """The deepest first child of ``pid`` (bwrap -> its init -> the container command)."""
-    for _ in range(5):
-        try:
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        except OSError:
-            break
-        if not children:
-            break
-        pid = int(children[0])
-    return pid
+    """bwrap's child: the container command, PID 1 of the pod's namespaces."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return pid
+    return int(children[0]) if children else pid
 
 
 def python_for_tests() -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from farm.config import KubernetesSandboxConfig
-from farm.sandbox.base import Sandbox, SandboxLostError, SandboxStartError
+from farm.sandbox.base import Sandbox, SandboxLostError, SandboxStartError, ToolRequest
 from farm.sandbox.kubernetes import KubernetesSandbox
 from farm.tasks.model import Task
 
@@ -113,6 +113,39 @@ class TestKubernetesConformance(SandboxConformance):
     async def test_system_dirs_are_read_only(self) -> None:  # type: ignore[override]
         pass
 
+    async def test_a_command_that_kills_every_process_it_sees_leaves_the_sandbox_working(  # type: ignore[override]
+            self, make_sandbox) -> None:
+        """No jail in a pod (Pod Security refuses its capabilities): the command kills the sandbox
+        agent, and the relay, PID 1, which no signal from inside reaches, starts it again."""
+        sb = await make_sandbox()
+        assert isinstance(sb, KubernetesSandbox) and sb.channel is not None
+        assert not sb.capabilities.isolated_commands
+        assert sb.stats.isolation is not None and sb.stats.isolation.startswith("pid1-relay: agent restarted"), \
+            sb.stats.isolation
+        killed = await sb.exec("(sleep 300 >/dev/null 2>&1 &); sleep 0.3; kill -9 -1; echo survived")
+        assert killed.exit_code == 137 and "SandboxAgentKilled" in killed.stderr, killed
+        assert "survived" not in killed.stdout
+        assert (await sb.exec("echo alive")).stdout == "alive\n"
+        # SIGTERM to every Python and to PID 1: the agent dies of it, the relay ignores it
+        term = await sb.tool(ToolRequest("Bash", {"command": "kill -TERM 1; pkill -f python; sleep 5"}, "/"))
+        assert term.error == "SandboxAgentKilled" and "signal 15 (SIGTERM)" in term.observation, term
+        init = await sb.exec("tr '\\0' ' ' < /proc/1/cmdline")
+        assert "relay.py serve" in init.stdout, init.output
+        # what a killed agent's commands left dies with it: nothing outlives every later kill
+        left = await sb.exec("setsid sleep 301 >/dev/null 2>&1 </dev/null & sleep 0.3; kill -9 $PPID; sleep 5")
+        assert left.exit_code == 137, left
+        listed = await sb.exec("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done")
+        assert "sleep 301" not in listed.stdout and "server.py" in listed.stdout, listed.stdout
+        # the kills did not use up the reconnects a broken stream may need (the last one left
+        # the stream alone: the host hears of it when it asks)
+        assert await sb.channel.relay_status()
+        assert sb.channel.reconnects == 0 and sb.channel.agent_restarts == 3
+        assert [k["name"] for k in sb.channel.agent_kills] == ["SIGKILL", "SIGTERM", "SIGKILL"]
+        assert "kill -9 -1" in sb.channel.agent_kills[0]["requests"][0]["command"]
+        assert sb.channel.agent_kills[2]["killed_processes"] >= 2  # the shell and its sleep
+        await sb.close()
+        assert b'"restarts": 3' in sb.stats.artifacts["agent-kills.json"]
+
 
 # --- Kubernetes-specific behaviour ------------------------------------------------------------
 
@@ -153,7 +186,7 @@ async def test_lost_stream_is_reopened_and_running_command_not_rerun(cluster: Fa
     before = cluster.execs.opened
     pending = asyncio.ensure_future(sb.exec("echo run >> /tmp/runs; sleep 1.5; echo done", timeout_s=30))
     await asyncio.sleep(0.5)
-    cluster.execs.streams[-1].proc.kill()  # the WebSocket breaks mid-command
+    cluster.execs.streams[-1].break_()  # the WebSocket breaks mid-command
     res = await asyncio.wait_for(pending, 20)
     assert res.stdout == "done\n"
     assert (await sb.read_file("/tmp/runs")) == b"run\n"  # re-attached, not run twice

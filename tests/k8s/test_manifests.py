@@ -69,6 +69,7 @@ def test_pod_spec_is_hardened_and_sized_from_the_task(tasks) -> None:
     spec = pod["spec"]
     assert spec["automountServiceAccountToken"] is False and spec["enableServiceLinks"] is False
     assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert spec["shareProcessNamespace"] is False  # the relay is PID 1: no agent command can kill it
     # 3000 s agent + 3000 s verifier + 1800 s build + 600 s slack
     assert spec["activeDeadlineSeconds"] == 8400 and spec["restartPolicy"] == "Never"
     (c,) = spec["containers"]
