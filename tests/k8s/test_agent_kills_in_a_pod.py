@@ -142,3 +142,17 @@ async def test_a_container_killed_at_its_memory_limit_is_named_so(cluster: FakeC
         await sb.exec("true")
     assert lost.value.reason == "oom_killed"
     await sb.close()
+
+
+def test_the_relay_is_stdlib_only_python_38() -> None:
+    """It runs as PID 1 of the pod under the toolbox's Python, like the sandbox agent."""
+    import ast
+    import sys
+
+    from farm.sandbox.relayed import RELAY_SRC
+
+    src = RELAY_SRC.read_text()
+    tree = ast.parse(src, feature_version=(3, 8))
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert names <= set(sys.stdlib_module_names), names - set(sys.stdlib_module_names)
