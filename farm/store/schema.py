@@ -8,6 +8,7 @@ in exactly one place; anything not known yet stays null.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -154,5 +155,21 @@ TRIALS_SCHEMA = arrow_schema(TrialResult)
 STEPS_SCHEMA = arrow_schema(StepRow)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _storable(value: Any) -> Any:
+    """A lone surrogate (an undecodable byte of a file name, a model's "\\udcff") is no UTF-8
+    and Parquet refuses it: it is stored as its escape ``\\uXXXX``, which inside
+    ``messages_json`` is the JSON escape of the same character, so that column round-trips."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8") if _SURROGATE.search(value) else value
+    if isinstance(value, list):
+        return [_storable(v) for v in value]
+    return value
+
+
 def to_table(rows: list[Any], schema: pa.Schema) -> pa.Table:
-    return pa.Table.from_pylist([dataclasses.asdict(r) for r in rows], schema=schema)
+    return pa.Table.from_pylist(
+        [{k: _storable(v) for k, v in dataclasses.asdict(r).items()} for r in rows], schema=schema
+    )

@@ -11,6 +11,7 @@ farm deliberately differs are marked "farm:".
 """
 
 import os
+import re
 import select
 import shlex
 import stat
@@ -143,10 +144,20 @@ def _read_text(path, workdir, whole=False):
     return data.decode("utf-8", "surrogateescape"), left
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_NOT_ESCAPED_BYTE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
+
+
 def _visible(text):
-    if any("\udc80" <= ch <= "\udcff" for ch in text):
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return text
+    """``text`` with U+FFFD for every byte that is not UTF-8 (a file's, a file name's).
+
+    The OS gives such bytes back as lone surrogates (surrogateescape), which no JSON or Parquet
+    writer downstream accepts as UTF-8; the vendor's transport decodes the tool runner's output
+    as UTF-8 with replacement, so the model sees U+FFFD there too."""
+    if not _SURROGATE.search(text):
+        return text
+    text = _NOT_ESCAPED_BYTE.sub("\ufffd", text)  # a lone surrogate that stands for no byte
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def tool_read(args, workdir, limits):
@@ -351,6 +362,7 @@ def run_tool(name, args, workdir, limits, exec_fn):
     except Exception as exc:  # noqa: BLE001 - every tool failure is an observation
         error = "ValueError" if isinstance(exc, ToolInputError) else type(exc).__name__
         text = "%s: %s" % (error, exc)
+    text = _visible(text)  # file names (Glob, display paths, errors) may hold non-UTF-8 bytes
     truncated = False
     if cap is not None:
         total = len(text) + extra.pop("uncaptured", 0)
