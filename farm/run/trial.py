@@ -27,7 +27,14 @@ from farm.grade.patch import PatchError, apply_patch, capture_patch, head_commit
 from farm.run.endpoint import host_port
 from farm.run.history import HistoryStripError, should_strip, strip_history
 from farm.run.plan import TrialSpec
-from farm.sandbox.base import ImageProvenance, Sandbox, SandboxError, SandboxStartError
+from farm.sandbox.base import (
+    ImageProvenance,
+    Sandbox,
+    SandboxClosedError,
+    SandboxError,
+    SandboxLostError,
+    SandboxStartError,
+)
 from farm.sandbox.registry import open_sandbox, refusal_reason
 from farm.store.schema import StepRow, TrialResult
 from farm.tasks.model import Task
@@ -226,6 +233,60 @@ async def grade_patch(task: Task, cfg: FarmConfig, patch: str, factory: Callable
     return grade
 
 
+# error_class of a *graded* row whose patch was captured only after the agent's leftover
+# processes were killed (they held the pids farm needs: a fork storm of the agent's own)
+CAPTURE_AFTER_KILL = "patch_capture_after_kill"
+# the processes the agent's commands left, counted from inside with bash builtins only (no fork
+# beyond the shell itself); inside the jail /proc is the commands' namespace's
+COUNT_PROCESSES = "n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo $n"
+
+
+def pid_reserve(limit: int) -> int:
+    """The pids of a sandbox kept for farm's own commands (capture, verifier): a quarter, at
+    least 32. Leftovers holding more than ``limit - pid_reserve(limit)`` are no daemon."""
+    return max(32, limit // 4)
+
+
+async def capture_freeing_pids(sandbox: Sandbox, repo: str, require_git: bool, base: str | None,
+                               pids_limit: int) -> tuple[str, str | None]:
+    """The agent's patch, and a note when the agent's leftovers had to be killed first (None
+    when they did not).
+
+    The agent's commands may hold (nearly) every pid the sandbox has (a fork storm), so that
+    ``git`` cannot start, or starts only now and then: where a count of their processes cannot
+    start, or finds them holding the pids kept for farm (``pid_reserve``), or the capture fails,
+    the leftovers are killed (``Sandbox.kill_leftovers``) and the patch is captured once more,
+    so the agent's own storm ends graded, not retried as an infrastructure error. Nothing is
+    killed otherwise: an in-place verifier may test a daemon the agent started (Terminal-Bench).
+
+    Raises:
+        PatchError: the capture failed after the kill too.
+        SandboxLostError, SandboxClosedError: the sandbox is gone.
+    """
+    probe = await sandbox.exec(COUNT_PROCESSES, timeout_s=30, cwd="/")
+    held = probe.stdout.strip()
+    if probe.exit_code != 0 or probe.timed_out or not held.isdigit():
+        problem = f"no command could start (exit {probe.exit_code}: {probe.output.strip()[-300:]})"
+    elif pids_limit > 0 and int(held) > pids_limit - pid_reserve(pids_limit):
+        problem = f"the agent's commands held {held} processes, of the sandbox's {pids_limit} pids"
+    else:
+        try:
+            return await capture_patch(sandbox, repo, require_git, base=base), None
+        except PatchError as exc:
+            problem = f"patch capture failed ({exc})"
+    try:
+        what = f"killed {await sandbox.kill_leftovers()} processes the agent's commands left"
+    except (SandboxLostError, SandboxClosedError):
+        raise
+    except SandboxError as exc:  # some survived the kill: the capture may work all the same
+        what = f"killing the agent's leftover processes was incomplete ({exc})"
+    try:
+        patch = await capture_patch(sandbox, repo, require_git, base=base)
+    except PatchError as exc:
+        raise PatchError(f"{exc} (after {what}; before that: {problem})") from exc
+    return patch, f"{problem}; {what}, then captured the patch"
+
+
 async def run_trial(
     spec: TrialSpec,
     task: Task,
@@ -340,9 +401,12 @@ async def run_trial(
             return finish("model_error", "model_error", getattr(traj, "error", None))
 
         try:
-            patch = await capture_patch(sandbox, repo, task.require_git_patch, base=base)
+            patch, capture_note = await capture_freeing_pids(sandbox, repo, task.require_git_patch, base,
+                                                              task.environment.resources.pids)
         except PatchError as exc:
             return finish("infra_error", "patch_capture", str(exc))
+        if capture_note is not None:
+            artifacts["patch-capture.txt"] = capture_note.encode("utf-8", errors="replace")
         row.patch_bytes = len(patch.encode("utf-8", errors="surrogateescape"))
         artifacts["patch.diff"] = patch.encode("utf-8", errors="surrogateescape")
 
@@ -371,7 +435,9 @@ async def run_trial(
             row.tamper_suspect = grade.valid and grade.resolved and fresh.valid and not fresh.resolved
         if not grade.valid:
             return finish("infra_error", grade.error_class, grade.error)
-        return finish("resolved" if grade.resolved else "unresolved")
+        # a graded row keeps the note that its processes were killed to capture the patch
+        return finish("resolved" if grade.resolved else "unresolved",
+                      CAPTURE_AFTER_KILL if capture_note else None, capture_note)
     except SandboxStartError as exc:  # the fresh verifier sandbox
         return finish("infra_error", start_error_class(exc), str(exc))
     except SandboxError as exc:

@@ -273,7 +273,14 @@ class Sandbox(Protocol):
     async def kill_leftovers(self) -> int:
         """Kill every process the agent's commands left running (daemons, ``setsid``/``nohup``
         survivors); the sandbox stays usable. Called before an in-place verifier runs, so nothing
-        the agent started can write the reward while the tests run. Returns how many were killed.
+        the agent started can write the reward while the tests run, and when the agent's
+        processes hold the pids the patch capture needs (a fork storm: farm/run/trial.py
+        ``capture_freeing_pids``). Returns how many were killed.
+
+        Where commands run in a PID namespace of their own (``capabilities.isolated_commands``),
+        the whole namespace is killed at once, by the kernel, so a storm that forks faster than
+        a one-by-one kill cannot outrun it; later commands get a fresh namespace. Processes
+        outside it, and every process on a backend without one, are killed one by one.
 
         Raises:
             SandboxError: the sandbox agent could not be reached, or some process survived.

@@ -12,7 +12,11 @@ sandbox is lost, and the model's own failure becomes an infrastructure error. Wi
 * ``exec`` (one per command, instead of running the shell directly) joins that PID and mount
   namespace and forks the command's shell there, after dropping the jail's capabilities, then
   waits for it and exits with its status. ``ps`` inside shows the namespace's own PIDs, and no
-  PID a command can name is the agent's, the relay's or this launcher's.
+  PID a command can name is the agent's, the relay's or this launcher's;
+* :meth:`Jail.kill` (the agent's ``kill_leftovers``) SIGKILLs the init from outside: the kernel
+  then ends every process of the namespace at once, and none of them can fork meanwhile, so a
+  fork storm that filled the sandbox's pids limit cannot outrun it. The agent then makes a
+  fresh jail for later commands (procs.py ``kill_jail``).
 
 The agent cannot do this itself: a multithreaded process that unshared a PID namespace can no
 longer start threads (clone(2), EINVAL), hence the two single-threaded helpers. The agent keeps
@@ -64,17 +68,57 @@ class _CapData(ctypes.Structure):
 class Jail:
     """The namespace :func:`start` made: its holder and init (outer PIDs) and what to drop."""
 
-    def __init__(self, holder_pid, init_pid, private_proc, drop):
+    def __init__(self, holder_pid, init_pid, private_proc, drop, holder=None):
         self.holder_pid = holder_pid
         self.init_pid = init_pid
         self.private_proc = private_proc  # the init mounted a /proc of the namespace
         self.drop = tuple(drop)
+        self.holder = holder  # the holder's Popen, to wait for it once the namespace is killed
 
     def describe(self):
         return "pid-namespace" + ("+proc" if self.private_proc else "")
 
     def protected(self):
         return {self.holder_pid, self.init_pid}
+
+    def members(self):
+        """Outer PIDs of every process in the namespace but its init (none: an idle jail)."""
+        try:
+            ns = os.readlink("/proc/%d/ns/pid" % self.init_pid)
+        except OSError:
+            return set()
+        out = set()
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == self.init_pid:
+                continue
+            try:
+                if os.readlink("/proc/%s/ns/pid" % name) == ns:
+                    out.add(int(name))
+            except OSError:
+                pass  # gone meanwhile
+        return out
+
+    def kill(self, timeout_s=10.0):  # pragma: no mutate block (the agent's own process only)
+        """SIGKILL the init: the kernel then kills every process of the namespace at once, and
+        no process in it can fork any more while it does (a storm that forks faster than a kill
+        one by one cannot outrun it). Returns once the holder has exited (the namespace is gone
+        and its pids are free again), or after ``timeout_s``."""
+        import signal
+        import time
+
+        try:
+            os.kill(self.init_pid, signal.SIGKILL)  # from outside: an init is not immune to that
+        except OSError:
+            pass
+        if self.holder is not None:
+            try:
+                self.holder.wait(timeout_s)
+            except Exception:  # subprocess.TimeoutExpired: the caller's sweep goes on regardless
+                pass
+            return
+        deadline = time.monotonic() + timeout_s
+        while os.path.exists("/proc/%d" % self.holder_pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def wrap(self, argv, cwd=None):
         """The argv that runs ``argv`` inside the namespace."""
@@ -97,11 +141,15 @@ def requested():
     return out
 
 
-def start():
-    """Make the namespace; (Jail, "") or (None, why not)."""
+def start(drop=None):
+    """Make the namespace; (Jail, "") or (None, why not).
+
+    ``drop``: the capabilities to drop, for a jail made again after the first was killed (the
+    backend's variable is read, and removed, by the first call)."""
     import subprocess  # here: the per-command launcher (run_exec) starts faster without it
 
-    drop = requested()
+    if drop is None:
+        drop = requested()
     if drop is None:
         return None, "not requested (%s unset)" % ENV_VAR
     try:
@@ -117,7 +165,7 @@ def start():
         holder.kill()
         holder.wait()
         return None, " ".join(words) or "the jail holder exited"
-    return Jail(holder.pid, int(words[1]), words[2] == "proc", drop), ""
+    return Jail(holder.pid, int(words[1]), words[2] == "proc", drop, holder), ""
 
 
 # --- the two helper programs (each in a process of its own) -------------------------------
@@ -206,7 +254,12 @@ def run_exec(init_pid, private_proc, caps, cwd, argv):  # pragma: no mutate bloc
         os.close(fd)
     if private_proc:
         os.chdir(cwd or "/")  # setns moved the working directory to the namespace's root
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as e:  # the pids limit is full, or the namespace is being torn down
+        sys.stderr.write("farm: cannot start the command: %s (the sandbox's process limit is reached, "
+                         "or its processes are being killed)\n" % (e.strerror or e))
+        return 126
     if pid == 0:
         try:
             os.setsid()

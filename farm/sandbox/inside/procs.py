@@ -12,10 +12,17 @@ is left, and then the shell itself.
 Processes that left the tree because their shell had already exited are still found by their
 session (the shell led a new one), or by the ``FARM_EXEC_ID`` environment tag a command's
 processes inherit; only a process that is both outside the tree and changed both can escape.
+Killing *all* the commands left (``kill_all``) ends their PID namespace at once where they have
+one (jail.py), whatever they did to their tree, session and environment.
+
+When the agent's commands have taken every pid of the sandbox (a fork storm), a command that
+cannot be started is an exec result (exit 126), not an error of the channel.
 """
 
 import ctypes
+import errno
 import os
+import queue
 import selectors
 import signal
 import subprocess
@@ -146,11 +153,13 @@ class Processes:
 
     def __init__(self, reap=True):
         self.lock = threading.Lock()
+        self.jail_lock = threading.Lock()  # held while the jail is read for a spawn or replaced
         self.children = set()
         self.me = os.getpid()
         self.prefix = uuid.uuid4().hex[:12]
         self.counter = 0
         self.jail = None  # jail.Jail once the agent's process made one (start_jail)
+        self._jail_requests = None  # the jailer thread's queue, once there is a jail
         self.isolation = "none"
         if reap:
             self.start_reaping()
@@ -162,6 +171,29 @@ class Processes:
         self.isolation = made.describe() if made else "none: " + why
         if made is None and why and not why.startswith("not requested"):
             log("commands are not isolated from the agent: " + why)
+        if made is not None:
+            # a jail made again later must come from a thread that lives as long as the agent:
+            # the holder's parent-death signal fires when the *thread* that forked it ends
+            self._jail_requests = queue.Queue()
+            threading.Thread(target=self._jailer_loop, name="jailer", daemon=True).start()
+
+    def _jailer_loop(self):  # pragma: no mutate block
+        while True:
+            drop, reply = self._jail_requests.get()
+            try:
+                reply.put(jail.start(drop))
+            except Exception as e:  # never let the jailer die silently
+                reply.put((None, repr(e)))
+
+    def _new_jail(self, drop):  # pragma: no mutate block
+        if self._jail_requests is None:
+            return None, "no jailer thread"
+        reply = queue.Queue()
+        self._jail_requests.put((drop, reply))
+        try:
+            return reply.get(timeout=60)
+        except queue.Empty:
+            return None, "the jailer did not answer within 60 s"
 
     def _protected(self):
         return {self.me} | (self.jail.protected() if self.jail else set())
@@ -181,10 +213,11 @@ class Processes:
 
     def spawn(self, argv, **kwargs):
         # Registration happens under the reaper's lock so that it never reaps a fresh child of
-        # ours before Popen.wait() can collect its exit status.
-        if self.jail is not None:
-            argv = self.jail.wrap(argv, kwargs.get("cwd"))
-        with self.lock:
+        # ours before Popen.wait() can collect its exit status; the jail is read under it too,
+        # as kill_all may replace it.
+        with self.jail_lock, self.lock:
+            if self.jail is not None:
+                argv = self.jail.wrap(argv, kwargs.get("cwd"))
             proc = subprocess.Popen(argv, preexec_fn=set_subreaper if _PRCTL is not None else None, **kwargs)
             self.children.add(proc.pid)
         return proc
@@ -270,10 +303,39 @@ class Processes:
 
     def kill_everything(self):  # pragma: no mutate block
         """SIGKILL every process below this one and every one carrying one of our tags."""
-        return self.kill_all()[0]
+        return self.kill_all(restart_jail=False)[0]
 
-    def kill_all(self):
-        """``kill_everything`` that also says how many distinct processes it killed: (clean, n)."""
+    def kill_jail(self, restart=True):  # pragma: no mutate block (the agent's own process only)
+        """Kill the commands' namespace, all of it at once, if anything runs in it; then make a
+        fresh one for later commands (``restart``). Returns how many processes it held."""
+        # no command is spawned into the dying namespace meanwhile; the reaper (self.lock) goes
+        # on: the kernel waits for the namespace's zombies to be reaped before the init is gone
+        with self.jail_lock:
+            old = self.jail
+            if old is None:
+                return 0
+            members = old.members()
+            if not members:
+                return 0  # an idle jail stays: nothing to kill, nothing to restart
+            old.kill()
+            self.jail = None
+            if not restart:
+                return len(members)
+            made, why = self._new_jail(old.drop)
+            self.jail = made
+            if made is None:
+                self.isolation = "none: the jail could not be made again: " + why
+                log("commands are no longer isolated from the agent: " + why)
+        return len(members)
+
+    def kill_all(self, restart_jail=True):
+        """``kill_everything`` that also says how many distinct processes it killed: (clean, n).
+
+        Where the commands run in a jail, its namespace goes first, with everything in it, by
+        the kernel (``kill_jail``): a fork storm that filled the sandbox's pids limit cannot
+        outrun that. What is left (tagged processes outside it, the per-command launchers, or
+        everything where there is no jail) is killed one by one."""
+        in_jail = self.kill_jail(restart_jail) if self.jail is not None else 0
         prefix = self.prefix + "-"
         killed = set()
         for _ in range(KILL_ROUNDS):
@@ -282,13 +344,13 @@ class Processes:
             pids.update(p for p in table if any(t.startswith(prefix) for t in environ_tags(p)))
             pids -= self._protected()
             if not pids:
-                return True, len(killed)
+                return True, in_jail + len(killed)
             for pid in pids:
                 _kill(pid)
             killed |= pids
             time.sleep(0.005)
             self.reap_orphans()
-        return False, len(killed)
+        return False, in_jail + len(killed)
 
 
 # --- output capture ------------------------------------------------------------------------
@@ -348,6 +410,13 @@ def _drain(sel):
             pass
 
 
+def fork_failed(e, started):
+    """The exec result of a command that could not be started for want of a process."""
+    msg = "farm: cannot start the command: %s (the sandbox's process limit is reached)\n" % (e.strerror or e)
+    return {"exit_code": 126, "stdout": "", "stderr": msg, "timed_out": False,
+            "duration_s": round(time.monotonic() - started, 6), "truncated": False, "output_bytes": len(msg)}
+
+
 def run_command(procs, command, timeout_s=120.0, cwd=None, env=None, merge_stderr=False,
                 output_cap=DEFAULT_OUTPUT_CAP):
     """Run ``bash -c command`` with a timeout that kills all it started; the exec result dict."""
@@ -365,16 +434,23 @@ def run_command(procs, command, timeout_s=120.0, cwd=None, env=None, merge_stder
     full_env[TAG_VAR] = tag
     started = time.monotonic()
     deadline = started + float(timeout_s)
-    proc = procs.spawn(
-        ["/bin/bash", "-c", command],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-        cwd=cwd or None,
-        env=full_env,
-        start_new_session=True,
-        close_fds=True,
-    )
+    try:
+        proc = procs.spawn(
+            ["/bin/bash", "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+            cwd=cwd or None,
+            env=full_env,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as e:
+        if e.errno not in (errno.EAGAIN, errno.ENOMEM):
+            raise
+        # the sandbox's pids limit is full (the agent's own fork storm): like a shell whose
+        # fork failed, the command's outcome, not a broken channel
+        return fork_failed(e, started)
     out = Capture(output_cap)
     err = Capture(output_cap)
     timed_out = False

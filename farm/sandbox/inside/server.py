@@ -105,7 +105,13 @@ class Agent:
             self.send(remembered)
             return
         t = threading.Thread(target=self.run_request, args=(rid, op, args), name="req-" + rid, daemon=True)
-        t.start()
+        try:
+            t.start()
+        except RuntimeError:
+            # "can't start new thread": the agent's commands hold every pid of the sandbox (a
+            # fork storm). Answer here rather than die: the kill_leftovers that frees them, and
+            # the patch capture after it, must still get through.
+            self.run_request(rid, op, args)
 
     def run_request(self, rid, op, args):
         try:
@@ -157,9 +163,10 @@ class Agent:
         return procs.run_command(self.procs, command, timeout_s, cwd, env, merge_stderr, output_cap)
 
     def op_kill_leftovers(self):
-        # before an in-place verifier: a daemon the agent left must not outlive its phase
+        # before an in-place verifier (a daemon the agent left must not outlive its phase), and
+        # when the patch capture found no pid to fork with (a fork storm of the agent's)
         clean, killed = self.procs.kill_all()
-        return {"clean": clean, "killed": killed}
+        return {"clean": clean, "killed": killed, "agent_isolation": self.procs.isolation}
 
     def op_read(self, path, offset=0, length=MAX_READ_CHUNK):
         length = max(0, min(int(length), MAX_READ_CHUNK))
