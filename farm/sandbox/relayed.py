@@ -218,9 +218,12 @@ class ReconnectingChannel(Channel):
                     raise SandboxClosedError(f"{self._name}: closed while a request was pending") from None
                 await self._reopen(inner)
             except RemoteOpError as e:
+                if not agent_killed(e) or op in ("exec", "tool"):
+                    raise  # the sandbox's exec and tool turn a kill into the command's result
+                if op not in IDEMPOTENT_OPS or kills >= KILL_RETRIES:
+                    # a write cut short: whether it landed is unknown, so the sandbox is not sound
+                    raise SandboxLostError(f"{self._name}: {op!r} interrupted: {e}") from e
                 # a read that ran while something killed the agent changed nothing: ask again
-                if not agent_killed(e) or op not in IDEMPOTENT_OPS or kills >= KILL_RETRIES:
-                    raise
                 kills += 1
                 rid = uuid.uuid4().hex
 
