@@ -28,11 +28,15 @@ details{margin:3px 0} summary{cursor:pointer;font-size:12px;color:#333}
 .obs summary{color:#1a5fb4}
 .diff .add{color:#1b5e20;background:#e8f5e9} .diff .del{color:#b71c1c;background:#ffebee}
 .diff .hunk{color:#6a1b9a}
-.pair{display:grid;grid-template-columns:1fr 1fr;gap:14px} .arm{min-width:0} .arm[hidden]{display:none}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:14px} .arm{min-width:0;overflow-x:auto} .arm[hidden]{display:none}
+.arm dl.facts{grid-template-columns:repeat(2,max-content minmax(6em,auto))}
 """
 
-# Shared by every page: expand/collapse-all buttons of the step lists.
+# Shared by every page: expand/collapse-all buttons of the step lists, and "back to the run"
+# links that return to the run table as it was last filtered (its #fragment, kept per tab).
 PAGE_JS = """
+document.querySelectorAll('a[data-back]').forEach(function(a){try{var h=sessionStorage.getItem('farm-view-run');
+  if(h)a.href=a.getAttribute('href').split('#')[0]+h;}catch(e){}});
 document.querySelectorAll('[data-toggle]').forEach(function(b){b.addEventListener('click',function(){
   var open=b.dataset.toggle==='open';
   document.querySelectorAll('.steps details').forEach(function(d){d.open=open;});});});
@@ -77,6 +81,7 @@ function row(r){var cell=r[C.cell],t=(r[C.prompt_tokens]||0)+(r[C.completion_tok
     '<td>'+r[C.flags].map(function(f){return '<span class="flag">'+esc(f)+'</span>';}).join('')+'</td>'+
     '<td>'+(cell?'<a href="c/'+esc(cell)+'.html?a='+encodeURIComponent(r[C.arm])+'">arms</a>':'')+'</td></tr>';}
 function render(){var st=state();
+  try{sessionStorage.setItem('farm-view-run',location.hash);}catch(e){}
   FILTERS.forEach(function(f){form.elements[f].value=st[f];});form.elements.q.value=st.q;
   var rows=D.rows.filter(function(r){return keep(r,st);});
   if(st.sort&&C[st.sort]!==undefined){var k=C[st.sort],d=st.desc?-1:1;rows=rows.slice().sort(function(a,b){

@@ -83,6 +83,8 @@ class RunView:
     trials: pa.Table  # the latest attempt of each trial_key
     stats: ReadStats = field(default_factory=ReadStats)
     _index: dict[str, list[str]] | None = None
+    _cells: dict[tuple[str, str, int], str] | None = None
+    _attempt_rows: dict[str, list[int]] | None = None
     _files: OrderedDict[str, pa.Table] = field(default_factory=OrderedDict)
     _by_page: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -113,7 +115,7 @@ class RunView:
             if pa.types.is_floating(self.trials.schema.field(c).type):
                 data[c] = [None if v is None or v != v else round(v, 4) for v in data[c]]
         cells = list(zip(data["benchmark"], data["task_id"], data["seed"]))
-        names = {c: cell_name(*c) for c in self.cells()}
+        names = self.cells()
         pages = [page_name(k) for k in data["trial_key"]]
         flags = [flags_of({"hack_flags": h, "tamper_suspect": t})
                  for h, t in zip(data["hack_flags"], data["tamper_suspect"])]
@@ -129,8 +131,17 @@ class RunView:
             raise ViewError(f"run {self.run_id!r}: no trial page {name!r}")
         return self.trials.slice(i, 1).to_pylist()[0]
 
-    def attempts_of(self, trial_key: str) -> list[dict[str, Any]]:
-        rows = self.attempts.filter(pc.equal(self.attempts.column("trial_key"), trial_key)).to_pylist()
+    def attempts_of(self, trial: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every attempt of ``trial`` (a latest-attempt row), oldest first."""
+        with self._lock:
+            if self._attempt_rows is None:  # built once: a filter of the whole table per page adds up
+                self._attempt_rows = {}
+                for i, key in enumerate(self.attempts.column("trial_key").to_pylist()):
+                    self._attempt_rows.setdefault(key, []).append(i)
+        index = self._attempt_rows.get(trial["trial_key"], [])
+        if len(index) <= 1:  # no retries: the row is the trial itself
+            return [trial]
+        rows = self.attempts.take(pa.array(index, pa.int64())).to_pylist()
         return sorted(rows, key=lambda r: (r.get("attempt") or 0, r.get("finished_at") or 0.0))
 
     def cell(self, name: str) -> list[dict[str, Any]]:
@@ -139,21 +150,23 @@ class RunView:
         Raises:
             ViewError: no two arms of this run share the cell ``name``.
         """
-        for b, t, s in self.cells():
-            if cell_name(b, t, s) == name:
+        for (b, t, s), cell in self.cells().items():
+            if cell == name:
                 mask = pc.and_(pc.and_(pc.equal(self.trials.column("benchmark"), b),
                                        pc.equal(self.trials.column("task_id"), t)),
                                pc.equal(self.trials.column("seed"), s))
                 return sorted(self.trials.filter(mask).to_pylist(), key=lambda r: r["arm"])
         raise ViewError(f"run {self.run_id!r}: no side-by-side page {name!r}")
 
-    def cells(self) -> list[tuple[str, str, int]]:
-        """Every (benchmark, task, seed) that more than one arm ran."""
-        counts: dict[tuple[str, str, int], int] = {}
-        cols = [self.trials.column(c).to_pylist() for c in ("benchmark", "task_id", "seed")]
-        for cell in zip(*cols):
-            counts[cell] = counts.get(cell, 0) + 1
-        return sorted(c for c, n in counts.items() if n > 1)
+    def cells(self) -> dict[tuple[str, str, int], str]:
+        """Every (benchmark, task, seed) that more than one arm ran, with its page name."""
+        if self._cells is None:
+            counts: dict[tuple[str, str, int], int] = {}
+            cols = [self.trials.column(c).to_pylist() for c in ("benchmark", "task_id", "seed")]
+            for cell in zip(*cols):
+                counts[cell] = counts.get(cell, 0) + 1
+            self._cells = {c: cell_name(*c) for c in sorted(c for c, n in counts.items() if n > 1)}
+        return self._cells
 
     # -- steps -------------------------------------------------------------------------
     def _step_index(self) -> dict[str, list[str]]:

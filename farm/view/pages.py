@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from farm.view.assets import CSS, PAGE_JS, PAIR_JS, RUN_JS
-from farm.view.data import PATCH, VERIFIER, RunView, cell_name, flags_of, page_name
+from farm.view.data import PATCH, VERIFIER, RunView, flags_of, page_name
 
 # Text longer than this is folded (its first line stays visible in the summary).
 FOLD_LINES, FOLD_CHARS = 20, 2000
@@ -235,10 +235,10 @@ def trial_page(view: RunView, trial: dict[str, Any]) -> str:
     steps = view.steps_of(trial)
     cell = (trial["benchmark"], trial["task_id"], trial["seed"])
     pair = ""
-    if cell in set(view.cells()):
-        href = f"../c/{cell_name(*cell)}.html?a={quote(trial['arm'], safe='')}"
+    if cell in view.cells():
+        href = f"../c/{view.cells()[cell]}.html?a={quote(trial['arm'], safe='')}"
         pair = f' · <a href="{escape(href)}">other arms on this task and seed</a>'
-    attempts = view.attempts_of(trial["trial_key"])
+    attempts = view.attempts_of(trial)
     earlier = ""
     if len(attempts) > 1:
         rows = "".join(f"<tr><td>{a['attempt']}</td><td class=\"s-{escape(a['status'])}\">{escape(a['status'])}</td>"
@@ -247,7 +247,7 @@ def trial_page(view: RunView, trial: dict[str, Any]) -> str:
         earlier = (f"<h2>attempts ({len(attempts)})</h2><p class=note>the page shows the latest; earlier ones "
                    f"count for cost only</p><table><tr><th>attempt</th><th>status</th><th>error class</th>"
                    f"<th>error</th></tr>{rows}</table>")
-    body = f"""<nav><a href="../index.html">← run {escape(view.run_id)}</a>{pair}</nav>
+    body = f"""<nav><a data-back href="../index.html">← run {escape(view.run_id)}</a>{pair}</nav>
 <h1>{escape(trial['task_id'])} · {escape(trial['arm'])} · seed {trial['seed']}</h1>
 {_facts(trial)}{earlier}
 <h2>steps ({len(steps)})</h2>
@@ -274,7 +274,7 @@ def pair_page(view: RunView, name: str) -> str:
                     f'{_facts(t, SHORT_FACTS)}<h2>steps</h2>'
                     f'{steps_html(view.steps_of(t), list(t.get("hack_flags") or []), anchor=f"a{i}-step")}'
                     f'{artifacts_html(view, t, anchor=f"a{i}-")}</div>')
-    body = f"""<nav><a href="../index.html">← run {escape(view.run_id)}</a></nav>
+    body = f"""<nav><a data-back href="../index.html">← run {escape(view.run_id)}</a></nav>
 <h1>{escape(first['task_id'])} · seed {first['seed']} · {escape(first['benchmark'])}: arms side by side</h1>
 <form class=filters><label>left<select id=arm-a></select></label><label>right<select id=arm-b></select></label>
 {TOGGLES}</form>

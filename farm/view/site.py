@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 
 from farm.errors import FarmError
 from farm.store.results import ResultStore
-from farm.view.data import RunView, ViewError, cell_name, page_name
+from farm.view.data import RunView, ViewError, page_name
 from farm.view.pages import pair_page, run_page, trial_page, trials_js
 
 _ROUTE = re.compile(r"/(t|c)/([A-Za-z0-9_-]{1,64})\.html")
@@ -64,8 +64,7 @@ def write_site(view: RunView, out: Path, progress: Callable[[int, int], None] | 
         if progress and (i % 500 == 0 or i == len(trials)):
             progress(i, len(trials))
     cells = view.cells()
-    for b, task, seed in cells:
-        name = cell_name(b, task, seed)
+    for name in cells.values():
         (out / "c" / f"{name}.html").write_text(pair_page(view, name), encoding="utf-8")
     return SiteStats(len(trials), len(cells), time.perf_counter() - t0)
 

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import httpx
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from farm.cli import main
 from farm.store import ResultStore
 from farm.store.schema import STEPS_SCHEMA, TRIALS_SCHEMA, StepRow, TrialResult
-from farm.view import ViewServer, open_view, write_site
+from farm.view import RunView, ViewServer, open_view, write_site
 from farm.view.data import page_name
 
 RUN = "view-run"
@@ -27,9 +28,10 @@ PATCH = "diff --git a/app.py b/app.py\n--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n
 
 
 def _trial(task: str, arm: str, status: str, **extra) -> TrialResult:
-    fields = {"exit_reason": "agent", "steps": 2, **extra}
+    fields = {"exit_reason": "agent", "steps": 2, "attempt": 1, **extra}
     return TrialResult(run_id=RUN, trial_key=f"k{task}{arm}", benchmark="bench", task_id=task, seed=0, arm=arm,
-                       attempt=1, model="m", status=status, attempt_uid=f"uid-{task}-{arm}", config_hash="c", **fields)
+                       model="m", status=status, attempt_uid=f"uid-{task}-{arm}-{fields['attempt']}",
+                       config_hash="c", **fields)
 
 
 def _steps(t: TrialResult) -> list[StepRow]:
@@ -41,39 +43,46 @@ def _steps(t: TrialResult) -> list[StepRow]:
          "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "Bash", "arguments": '{"cmd": "ls"}'}},
                         {"id": "c2", "type": "function", "function": {"name": "Read", "arguments": "{bad json"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": LONG_OUTPUT},
-        {"role": "tool", "tool_call_id": "c2", "content": "short <b>output</b>"},
+        {"role": "tool", "tool_call_id": "c2", "content": "short <script>alert(1)</script>"},
     ]
     last = [{"role": "assistant", "content": f"Done with {t.task_id}."}]
     return [
-        StepRow(run_id=RUN, trial_key=t.trial_key, attempt=1, step=0, attempt_uid=t.attempt_uid, latency_s=1.25,
+        StepRow(run_id=RUN, trial_key=t.trial_key, attempt=t.attempt, step=0, attempt_uid=t.attempt_uid, latency_s=1.25,
                 prompt_tokens=1000, completion_tokens=40, reasoning_tokens=12, n_tool_calls=2,
                 tool_names=["Bash", "Read"], tool_durations_s=[0.5, 0.25], messages_json=json.dumps(first)),
-        StepRow(run_id=RUN, trial_key=t.trial_key, attempt=1, step=1, attempt_uid=t.attempt_uid, latency_s=0.5,
+        StepRow(run_id=RUN, trial_key=t.trial_key, attempt=t.attempt, step=1, attempt_uid=t.attempt_uid, latency_s=0.5,
                 prompt_tokens=1100, completion_tokens=9, finish_reason="stop", messages_json=json.dumps(last)),
     ]
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> ResultStore:
-    """Two arms on three tasks, written through the store like a run writes them."""
+def _write_run(s: ResultStore) -> ResultStore:
+    """Two arms on three tasks (one retried), written through the store like a run writes them."""
     from farm.store.schema import to_table
 
-    s = ResultStore.open(str(tmp_path / "store"))
     s.write_run_meta(RUN, {"run_id": RUN, "config_hash": "c", "config": {"experiment": {"name": "t"}}})
     trials = [
         _trial("alpha", "base", "resolved"), _trial("alpha", "tools", "unresolved", hack_flags=["read_tests@0"]),
         _trial("beta", "base", "unresolved"), _trial("beta", "tools", "resolved"),
-        _trial("gamma", "base", "infra_error", error_class="sandbox_start", error="boom", exit_reason=None),
+        _trial("gamma", "base", "infra_error", error_class="sandbox_start", error="first try", exit_reason=None),
+        _trial("gamma", "base", "infra_error", error_class="sandbox_start", error="boom", exit_reason=None,
+               attempt=2),
     ]
     # two batches, as the batch writer commits them: steps before trials
-    for batch in (trials[:3], trials[3:]):
+    for batch in (trials[:3], trials[3:5], trials[5:]):
         s.write_rows("steps", RUN, to_table([st for t in batch for st in _steps(t)], STEPS_SCHEMA))
         s.write_rows("trials", RUN, to_table(batch, TRIALS_SCHEMA))
     for t in trials[:4]:
         s.write_artifact(RUN, t.trial_key, 1, "patch.diff", PATCH.encode())
         s.write_artifact(RUN, t.trial_key, 1, "verifier.txt", f"verifier says {t.status}\n".encode())
-    s.write_artifact(RUN, trials[4].trial_key, 1, "traceback.txt", b"Traceback: boom\n")
+    s.write_artifact(RUN, trials[5].trial_key, 2, "traceback.txt", b"Traceback: boom\n")
     return s
+
+
+@pytest.fixture
+def store(store_uri) -> ResultStore:
+    """The run on a local directory and on a real S3 server (moto)."""
+    uri, endpoint = store_uri
+    return _write_run(ResultStore.open(uri, endpoint))
 
 
 def _rows(trials_js: str) -> dict:
@@ -84,7 +93,7 @@ def _rows(trials_js: str) -> dict:
 
 def test_static_site_holds_every_trial_with_its_steps_patch_and_verifier(store, tmp_path):
     out = tmp_path / "site"
-    stats = write_site(open_view(store.uri, RUN), out)
+    stats = write_site(RunView.open(store, RUN), out)
     assert (stats.trial_pages, stats.pair_pages) == (5, 2)  # alpha and beta ran on both arms
     data = _rows((out / "trials.js").read_text())
     rows = [dict(zip(data["columns"], r)) for r in data["rows"]]
@@ -104,12 +113,14 @@ def test_static_site_holds_every_trial_with_its_steps_patch_and_verifier(store, 
     # the 60-line observation is folded, the short one open; tool output is escaped, never markup
     assert "<details class=\"obs\"><summary>observation · Bash · 0.50 s · 60 lines" in page
     assert '<details class="obs" open><summary>observation · Read · 0.25 s' in page
-    assert "short &lt;b&gt;output&lt;/b&gt;" in page
+    assert "short &lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert" not in page
     assert "latency 1.25 s · prompt 1000 · completion 40 tokens · reasoning 12" in page
     assert '<span class="del">-x = 1</span>' in page and '<span class="add">+x = 2</span>' in page
     assert "verifier says unresolved" in page
     broken = (out / "t" / f"{rows[4]['page']}.html").read_text()
     assert "no patch or verifier output stored" in broken and "Traceback: boom" in broken
+    assert "<h2>attempts (2)</h2>" in broken and "first try" in broken  # the retried attempt is listed
+    assert broken.count('<section class="step') == 2  # the latest attempt's steps only
 
     pair = (out / "c" / f"{rows[0]['cell']}.html").read_text()
     assert pair.count("class=arm data-arm=") == 2
@@ -117,7 +128,7 @@ def test_static_site_holds_every_trial_with_its_steps_patch_and_verifier(store, 
 
 
 def test_served_pages_are_drawn_on_request_and_unknown_ones_are_404(store):
-    view = open_view(store.uri, RUN)
+    view = RunView.open(store, RUN)
     server = ViewServer(view, port=0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -138,7 +149,8 @@ def test_served_pages_are_drawn_on_request_and_unknown_ones_are_404(store):
         server.server_close()
 
 
-def test_cli_writes_a_site_and_names_bad_input(store, tmp_path, capsys):
+def test_cli_writes_a_site_and_names_bad_input(tmp_path, capsys):
+    store = _write_run(ResultStore.open(str(tmp_path / "store")))
     out = tmp_path / "site"
     assert main(["view", RUN, "--store", store.uri, "--out", str(out)]) == 0
     assert "5 trial pages, 2 side-by-side pages" in capsys.readouterr().out
@@ -160,29 +172,33 @@ def _full(schema: pa.Schema, columns: dict) -> pa.Table:
 
 
 def _big_store(root: Path, n: int, steps_per_trial: int = 3, batch: int = 64) -> ResultStore:
-    """``n`` trials in batches of ``batch`` (the writer's default)."""
+    """``n`` trials in files of ``batch`` rows (the batch writer's default)."""
     s = ResultStore.open(str(root))
     s.write_run_meta("big", {"run_id": "big", "config_hash": "c", "config": {}})
     statuses = ["resolved", "unresolved", "model_error", "infra_error"]
     msg = json.dumps([{"role": "assistant", "content": "x" * 400,
                        "tool_calls": [{"id": "c", "function": {"name": "Bash", "arguments": "{}"}}]},
                       {"role": "tool", "tool_call_id": "c", "content": "y" * 1200}])
-    for start in range(0, n, batch):
-        ids = range(start, min(n, start + batch))
-        keys = [f"t{i:06d}" for i in ids]
-        s.write_rows("steps", "big", _full(STEPS_SCHEMA, {
-            "trial_key": [k for k in keys for _ in range(steps_per_trial)],
-            "attempt": pa.array([1] * len(keys) * steps_per_trial, pa.int64()),
-            "step": pa.array([j for _ in keys for j in range(steps_per_trial)], pa.int64()),
-            "attempt_uid": [f"u{k}" for k in keys for _ in range(steps_per_trial)],
-            "messages_json": [msg] * len(keys) * steps_per_trial,
-        }))
-        s.write_rows("trials", "big", _full(TRIALS_SCHEMA, {
-            "trial_key": keys, "benchmark": ["b"] * len(keys), "task_id": [f"task-{i // 4}" for i in ids],
-            "seed": pa.array([0] * len(keys), pa.int64()), "arm": [f"arm{i % 4}" for i in ids],
-            "attempt": pa.array([1] * len(keys), pa.int64()), "status": [statuses[i % 4] for i in ids],
-            "steps": pa.array([steps_per_trial] * len(keys), pa.int64()), "attempt_uid": [f"u{k}" for k in keys],
-        }))
+    keys = [f"t{i:06d}" for i in range(n)]
+    steps = _full(STEPS_SCHEMA, {
+        "trial_key": [k for k in keys for _ in range(steps_per_trial)],
+        "attempt": pa.array([1] * n * steps_per_trial, pa.int64()),
+        "step": pa.array([j for _ in keys for j in range(steps_per_trial)], pa.int64()),
+        "attempt_uid": [f"u{k}" for k in keys for _ in range(steps_per_trial)],
+        "messages_json": [msg] * n * steps_per_trial,
+    })
+    trials = _full(TRIALS_SCHEMA, {
+        "trial_key": keys, "benchmark": ["b"] * n, "task_id": [f"task-{i // 4}" for i in range(n)],
+        "seed": pa.array([0] * n, pa.int64()), "arm": [f"arm{i % 4}" for i in range(n)],
+        "attempt": pa.array([1] * n, pa.int64()), "status": [statuses[i % 4] for i in range(n)],
+        "steps": pa.array([steps_per_trial] * n, pa.int64()), "attempt_uid": [f"u{k}" for k in keys],
+    })
+    # straight into the store's layout (DESIGN.md): the store's own writer fsyncs every file, which
+    # is right for a run and makes 314 files take seconds here
+    for name, table, rows in (("steps", steps, batch * steps_per_trial), ("trials", trials, batch)):
+        (root / name / "run_id=big").mkdir(parents=True)
+        for i, start in enumerate(range(0, table.num_rows, rows)):
+            pq.write_table(table.slice(start, rows), root / name / "run_id=big" / f"part-{i:05d}.parquet")
     return s
 
 
@@ -215,6 +231,8 @@ def test_ten_thousand_trials_first_page_reads_no_steps(tmp_path, capsys):
 
 
 # -- a real browser ---------------------------------------------------------------------------
+# the run table's count line once the rows are drawn (before that it says "loading…")
+COUNT = "(document.getElementById('count').textContent.match(/ of .* trials/) || {input: ''}).input"
 def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -238,7 +256,15 @@ class Browser:
                 raise RuntimeError(f"chromium did not start: {self.proc.stderr.read().decode()[-2000:]}")
             time.sleep(0.1)
         port = int(port_file.read_text().split()[0])
-        target = next(t for t in httpx.get(f"http://127.0.0.1:{port}/json/list").json() if t["type"] == "page")
+        while True:  # the port file comes first, the first tab's target a moment later
+            pages = [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list").json() if t["type"] == "page"]
+            if pages or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        if not pages:
+            self.close()
+            raise RuntimeError("chromium started without a page target")
+        target = pages[0]
         self.ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=30, suppress_origin=True)
         self.n, self.errors = 0, []
         self.send("Page.enable")
@@ -316,8 +342,9 @@ def browser(tmp_path_factory):
 def demo_run(tmp_path_factory) -> tuple[str, str]:
     """The demo experiment (arms oracle and partial) on two bundled tasks, run for real."""
     uri = str(tmp_path_factory.mktemp("demo") / "store")
-    assert main(["run", "-q", "experiment=demo", "run.executor=local", f"store.uri={uri}", "run.seeds=1",
-                 "benchmark.task_ids=[swe-memoize-cache-key,swe-dotenv-quoted-hash]", "run.max_in_flight=4"]) == 0
+    rc = main(["run", "-q", "experiment=demo", "run.executor=local", f"store.uri={uri}", "run.seeds=1",
+               "benchmark.task_ids=[swe-memoize-cache-key,swe-dotenv-quoted-hash]", "run.max_in_flight=4"])
+    assert rc == 0, f"the demo run exited {rc} (see its output above)"
     (run_id,) = ResultStore.open(uri).list_runs()
     return uri, run_id
 
@@ -333,7 +360,7 @@ def test_browser_clicks_through_run_filter_trial_step(browser, demo_run):
         assert browser.wait("document.querySelectorAll('#trials tbody tr').length") == 4
         # filter: the scripted arm, then only its resolved trial (the one the scanner flagged)
         browser.choose("arm", "partial")
-        assert browser.wait("document.getElementById('count').textContent") == "2 of 4 trials"
+        assert browser.wait(COUNT) == "2 of 4 trials"
         browser.choose("status", "resolved")
         assert browser.eval("document.getElementById('count').textContent") == "1 of 4 trials"
         assert "arm=partial" in browser.eval("location.hash") and "status=resolved" in browser.eval("location.hash")
@@ -360,11 +387,14 @@ def test_browser_clicks_through_run_filter_trial_step(browser, demo_run):
         browser.wait("location.pathname.startsWith('/c/') && document.readyState==='complete'")
         arms = browser.eval("[].filter.call(document.querySelectorAll('.arm'),e=>!e.hidden).map(e=>e.dataset.arm)")
         assert arms == ["partial", "oracle"]
+        # back to the run: the table as it was filtered
+        browser.click("nav a[data-back]")
+        assert browser.wait(f"location.pathname === '/index.html' && {COUNT}") == "1 of 4 trials"
         # and the static site opens from disk the same way
         out = Path(uri).parent / "site"
         write_site(view, out)
         browser.goto((out / "index.html").as_uri() + "#status=unresolved")
-        assert browser.wait("document.getElementById('count').textContent") == "1 of 4 trials"
+        assert browser.wait(COUNT) == "1 of 4 trials"
         browser.click("#trials tbody a.trial")
         browser.wait("location.pathname.includes('/t/') && document.readyState==='complete'")
         assert browser.eval("document.querySelectorAll('section.step').length") >= 1
