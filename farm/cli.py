@@ -247,6 +247,28 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- plan (forecast) ---------------------------------------------------------------------------
+def cmd_plan(args: argparse.Namespace) -> int:
+    import json
+
+    from farm.run.forecast import forecast, load_pilot, load_plan_spec
+    from farm.run.forecast_cli import print_forecast
+    from farm.store.results import ResultStore
+
+    spec = load_plan_spec(args.plan, list(args.overrides))
+    pilot = None
+    if args.run:
+        cfg = load_config([], config_file=args.config)  # only store.* is read: where the pilot is
+        store = ResultStore.open(args.store or cfg.store.uri, cfg.store.endpoint_url, cfg.store.region, create=False)
+        pilot = load_pilot(store, args.run)
+    fc = forecast(spec, pilot)
+    if args.json:
+        print(json.dumps(fc.to_json(), indent=1, default=str))
+    else:
+        print_forecast(fc, console)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="farm", description="Evaluation farm for tool-calling coding agents.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -261,6 +283,15 @@ def build_parser() -> argparse.ArgumentParser:
     r = add("run", cmd_run, "run an evaluation (resumes if the run exists)", epilog=RUN_EXIT_CODES)
     r.add_argument("--strict", action="store_true", help=STRICT_HELP)
     r.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    pl = sub.add_parser("plan", help="forecast a full run's wall time, GPU- and pod-hours, tokens and cost from a "
+                        "pilot run and a plan file (docs/scale.md)")
+    pl.add_argument("run", nargs="?", help="pilot run id (omit: every benchmark needs a workload.<name> profile)")
+    pl.add_argument("--plan", help="plan file (YAML): run, cluster, llm, prices, workload, sensitivity")
+    pl.add_argument("--store", help="store URI of the pilot (default: store.uri of the config)")
+    pl.add_argument("--json", action="store_true", help="print the forecast as JSON")
+    pl.add_argument("--config", help="farm config file whose store.* locates the pilot")
+    pl.add_argument("overrides", nargs="*", default=[], help="plan overrides: dotted.key=value (run.seeds=3)")
+    pl.set_defaults(fn=cmd_plan)
     rep = sub.add_parser("report", help="summarise and render a run from its Parquet")
     rep.add_argument("run", help="run id")
     rep.add_argument("--compare", nargs="*", default=[], help="more run ids to compare")

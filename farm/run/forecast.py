@@ -1,0 +1,411 @@
+"""`farm plan`: forecast a full run's wall time, GPU- and pod-hours, tokens and cost from a pilot.
+
+Inputs: a pilot run's own Parquet (every attempt's sandbox start, verifier time, wall time and,
+per step, LLM latency, tokens and tool time) and a plan file (YAML, OmegaConf) that describes the
+full run (tasks per benchmark, seeds, max_in_flight) and the cluster (pod slots, sandbox starts
+at once, nodes and image pull time, the LLM as a measured endpoint or as GPU replicas with
+prefill / decode throughput, prices). ``workload.<benchmark>`` states a per-trial profile where
+no pilot exists. The run is then simulated trial by trial (farm/run/forecast_sim.py); the
+model and its assumptions are in docs/scale.md. Not to be confused with farm/run/plan.py, the
+trial plan (task × seed × arm) of a run.
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+import random
+import statistics
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from farm.errors import ConfigError
+from farm.run.forecast_sim import Attempt, Cluster, LLMModel, SimResult, SimTrial, Step, simulate
+
+
+@dataclass
+class LLMSpec:
+    mode: str = "endpoint"  # endpoint (measured latency) | gpu (replicas with token throughput)
+    latency_scale: float = 1.0  # endpoint: multiply the pilot's per-call latency
+    max_concurrency: int = 0  # endpoint: calls at once (0: unlimited)
+    replicas: int = 1
+    gpus_per_replica: int = 1
+    prefill_tok_s: float = 20000.0  # uncached prompt tokens per second, per replica
+    decode_tok_s: float = 4000.0  # completion tokens per second per replica at full batch
+    decode_tok_s_single: float = 120.0  # completion tokens per second of one sequence alone
+    max_batch: int = 256  # sequences a replica decodes at once
+
+
+@dataclass
+class ClusterSpec:
+    pod_slots: int = 0  # sandboxes at once (0: unlimited, one machine)
+    max_concurrent_starts: int | None = None  # None: the pilot's (× workers under Ray)
+    nodes: int = 1  # image caches: a node pulls each image once
+    image_pull_s: float = 0.0
+
+
+@dataclass
+class PricesSpec:
+    gpu_per_h: float = 0.0
+    pod_per_h: float = 0.0
+    prompt_per_mtok: float = 0.0  # uncached prompt tokens (an API endpoint)
+    cached_per_mtok: float = 0.0
+    completion_per_mtok: float = 0.0
+
+
+@dataclass
+class RunSpec:
+    benchmarks: dict[str, int] = field(default_factory=dict)  # tasks per benchmark; {}: the pilot's
+    seeds: int | None = None  # None: the pilot's run.seeds
+    arms: int | None = None  # None: the pilot's arms
+    max_in_flight: int | None = None  # None: the pilot's run.max_in_flight
+    startup_s: float | None = None  # None: measured in the pilot (first trial start - run creation)
+    warmup_s: float | None = None  # None: measured in the pilot (first wave's extra trial time)
+    retry_backoff_s: float | None = None
+
+
+@dataclass
+class WorkloadSpec:
+    """A stated per-trial profile (means), used instead of pilot trials for its benchmark."""
+
+    steps: int = 50
+    llm_latency_s: float = 0.0  # per call (endpoint mode)
+    prompt_tokens: int = 0  # per call
+    cached_tokens: int = 0  # per call
+    completion_tokens: int = 0  # per call
+    tool_s: float = 0.0  # per step
+    sandbox_start_s: float = 0.0
+    verify_s: float = 0.0
+    other_s: float = 0.0
+
+
+@dataclass
+class SensitivitySpec:
+    seeds: list[int] = field(default_factory=lambda: [1, 3, 5])
+    max_in_flight_factors: list[float] = field(default_factory=lambda: [0.5, 2.0])
+    enabled: bool = True
+
+
+@dataclass
+class PlanSpec:
+    run: RunSpec = field(default_factory=RunSpec)
+    cluster: ClusterSpec = field(default_factory=ClusterSpec)
+    llm: LLMSpec = field(default_factory=LLMSpec)
+    prices: PricesSpec = field(default_factory=PricesSpec)
+    workload: dict[str, WorkloadSpec] = field(default_factory=dict)
+    sensitivity: SensitivitySpec = field(default_factory=SensitivitySpec)
+    seed: int = 0  # of the profile sampling
+
+
+def _positive(where: str, value: Any, zero_ok: bool = False) -> None:
+    if value is None:
+        return
+    if (value < 0) if zero_ok else (value <= 0):
+        raise ConfigError(f"{where}: expected a {'non-negative' if zero_ok else 'positive'} number, got {value!r}")
+
+
+def load_plan_spec(path: str | Path | None = None, overrides: list[str] | None = None) -> PlanSpec:
+    """Read a plan file (may be None: defaults) and dotted overrides, validated field by field."""
+    node = OmegaConf.structured(PlanSpec)
+    origin = str(path) if path else "plan"
+    try:
+        if path:
+            try:
+                loaded = OmegaConf.load(path)
+            except FileNotFoundError:
+                raise ConfigError(f"plan file not found: {path}") from None
+            node = OmegaConf.merge(node, loaded)
+        for item in overrides or []:
+            if "=" not in item:
+                raise ConfigError(f"plan override {item!r}: expected key=value")
+            origin = f"override {item!r}"
+            node = OmegaConf.merge(node, OmegaConf.from_dotlist([item]))
+        spec: PlanSpec = OmegaConf.to_object(node)  # type: ignore[assignment]
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or "?"
+        raise ConfigError(f"{origin}: invalid plan field '{key}': {str(exc).splitlines()[0]}") from None
+    if spec.llm.mode not in ("endpoint", "gpu"):
+        raise ConfigError(f"llm.mode: expected endpoint or gpu, got {spec.llm.mode!r}")
+    for name in ("replicas", "gpus_per_replica", "prefill_tok_s", "decode_tok_s", "decode_tok_s_single",
+                 "max_batch", "latency_scale"):
+        _positive(f"llm.{name}", getattr(spec.llm, name))
+    _positive("llm.max_concurrency", spec.llm.max_concurrency, zero_ok=True)
+    _positive("cluster.pod_slots", spec.cluster.pod_slots, zero_ok=True)
+    _positive("cluster.max_concurrent_starts", spec.cluster.max_concurrent_starts)
+    _positive("cluster.nodes", spec.cluster.nodes)
+    _positive("cluster.image_pull_s", spec.cluster.image_pull_s, zero_ok=True)
+    for name in ("seeds", "arms", "max_in_flight"):
+        _positive(f"run.{name}", getattr(spec.run, name))
+    for bench, n in spec.run.benchmarks.items():
+        _positive(f"run.benchmarks.{bench}", n)
+    for bench, w in spec.workload.items():
+        _positive(f"workload.{bench}.steps", w.steps, zero_ok=True)
+        if w.cached_tokens > w.prompt_tokens:
+            raise ConfigError(f"workload.{bench}.cached_tokens: {w.cached_tokens} exceeds prompt_tokens "
+                              f"{w.prompt_tokens}")
+    for name, value in asdict(spec.prices).items():
+        _positive(f"prices.{name}", value, zero_ok=True)
+    return spec
+
+
+# -- the pilot --------------------------------------------------------------------------------
+@dataclass
+class Pilot:
+    """What a pilot run measured, in replayable form."""
+
+    run_id: str
+    trials: dict[tuple[str, str], list[tuple[str, SimTrial]]]  # (benchmark, task) -> [(arm, trial)]
+    tasks: dict[str, list[str]]  # benchmark -> task ids in plan order
+    arms: list[str]
+    seeds: int
+    max_in_flight: int
+    max_concurrent_starts: int
+    retry_backoff_s: float
+    startup_s: float
+    warmup_s: float  # one-time cost of the first wave (see _warmup)
+    measured_wall_s: float  # run creation to the last trial's end (what `farm run` took, ±1 s)
+    notes: list[str] = field(default_factory=list)
+
+
+def _rows(table: Any) -> list[dict[str, Any]]:
+    return table.to_pylist() if table is not None and table.num_rows else []
+
+
+def _attempt(row: dict[str, Any], steps: list[dict[str, Any]], retried: bool, warmup_s: float = 0.0) -> Attempt:
+    parsed = tuple(Step(latency_s=float(s.get("latency_s") or 0.0), prompt_tokens=int(s.get("prompt_tokens") or 0),
+                        cached_tokens=int(s.get("cached_tokens") or 0),
+                        completion_tokens=int(s.get("completion_tokens") or 0), tool_s=float(s.get("tool_s") or 0.0))
+                   for s in sorted(steps, key=lambda s: s["step"]))
+    start, verify = float(row.get("sandbox_start_s") or 0.0), float(row.get("verify_s") or 0.0)
+    llm = row["llm_s"] if row.get("llm_s") is not None else sum(s.latency_s for s in parsed)
+    tool = row["tool_s"] if row.get("tool_s") is not None else sum(s.tool_s for s in parsed)
+    other = max(0.0, float(row.get("wall_s") or 0.0) - start - llm - tool - verify - warmup_s)
+    return Attempt(sandbox_start_s=start, verify_s=verify, other_s=other, steps=parsed, retried=retried)
+
+
+def _warmup(trials: list[dict[str, Any]]) -> tuple[float, set[Any], list[str]]:
+    """The one-time cost the first wave of a run pays (farm loads its tokenizer, a worker imports
+    the agent, once per process): median wall time of the attempts that started before any had
+    finished, minus that of the later ones. Needs a pilot of at least two waves."""
+    timed = [r for r in trials if r.get("started_at") and r.get("finished_at") and r.get("wall_s") is not None]
+    if not timed:
+        return 0.0, set(), ["the pilot's trials carry no timestamps: no warm-up estimate"]
+    first_end = min(r["finished_at"] for r in timed)
+    wave1 = [r for r in timed if r["started_at"] < first_end]
+    later = [r for r in timed if r["started_at"] >= first_end]
+    if not later:
+        return 0.0, set(), ["the pilot ran in one wave (trials <= max_in_flight): its warm-up cannot be told "
+                            "from trial time, so every simulated wave carries it (run a pilot of at least two "
+                            "waves)"]
+    warm = max(0.0, statistics.median(r["wall_s"] for r in wave1) - statistics.median(r["wall_s"] for r in later))
+    return warm, {(r["trial_key"], r["attempt"]) for r in wave1}, []
+
+
+def _created(meta: dict[str, Any]) -> float | None:
+    try:
+        return float(calendar.timegm(time.strptime(str(meta.get("created_at")), "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return None
+
+
+def load_pilot(store: Any, run_id: str) -> Pilot:
+    """Read a pilot from a ``ResultStore``: every attempt, its steps, the run's config."""
+    meta = store.read_run_meta(run_id)
+    if meta is None:
+        raise ConfigError(f"pilot run {run_id!r}: not in the store (unknown run id?)")
+    trials = _rows(store.read_trials(run_id, dedupe=False))
+    if not trials:
+        raise ConfigError(f"pilot run {run_id!r}: no trial rows yet (nothing finished)")
+    steps: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for s in _rows(store.read_steps(run_id)):
+        steps.setdefault((s["trial_key"], s["attempt"]), []).append(s)
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for r in trials:
+        by_key.setdefault(r["trial_key"], []).append(r)
+    warmup, first_wave, notes = _warmup(trials)
+    out: dict[tuple[str, str], list[tuple[str, SimTrial]]] = {}
+    for rows in by_key.values():
+        rows.sort(key=lambda r: r["attempt"])
+        attempts = tuple(_attempt(r, steps.get((r["trial_key"], r["attempt"]), []),
+                                  retried=r["status"] == "infra_error" and i < len(rows) - 1,
+                                  warmup_s=warmup if (r["trial_key"], r["attempt"]) in first_wave else 0.0)
+                         for i, r in enumerate(rows))
+        first = rows[0]
+        out.setdefault((first["benchmark"], first["task_id"]), []).append(
+            (first["arm"], SimTrial(attempts, image=first.get("image") or first["task_id"])))
+    tasks: dict[str, list[str]] = {}
+    arms: list[str] = []
+    for p in _rows(store.read_plan(run_id)):
+        if p["task_id"] not in tasks.setdefault(p["benchmark"], []):
+            tasks[p["benchmark"]].append(p["task_id"])
+        if p["arm"] not in arms:
+            arms.append(p["arm"])
+    cfg_run = (meta.get("config") or {}).get("run") or {}
+    workers = int(cfg_run.get("workers") or 1) if cfg_run.get("executor", "ray") == "ray" else 1
+    created = _created(meta)
+    first_start = min((r["started_at"] for r in trials if r.get("started_at")), default=None)
+    last_end = max((r["finished_at"] for r in trials if r.get("finished_at")), default=None)
+    startup = max(0.0, first_start - created) if created is not None and first_start is not None else 0.0
+    wall = (last_end - created) if created is not None and last_end is not None else math.nan
+    return Pilot(run_id=run_id, trials=out, tasks=tasks, arms=arms or ["base"], seeds=int(cfg_run.get("seeds") or 1),
+                 max_in_flight=int(cfg_run.get("max_in_flight") or 8),
+                 max_concurrent_starts=int(cfg_run.get("max_concurrent_starts") or 16) * workers,
+                 retry_backoff_s=float(cfg_run.get("retry_backoff_s") or 1.0), startup_s=startup, warmup_s=warmup,
+                 measured_wall_s=wall, notes=notes)
+
+
+# -- the full run -----------------------------------------------------------------------------
+def _stated(w: WorkloadSpec, image: str) -> SimTrial:
+    step = Step(latency_s=w.llm_latency_s, prompt_tokens=w.prompt_tokens, cached_tokens=w.cached_tokens,
+                completion_tokens=w.completion_tokens, tool_s=w.tool_s)
+    return SimTrial((Attempt(w.sandbox_start_s, w.verify_s, w.other_s, (step,) * w.steps),), image=image)
+
+
+def full_run_trials(spec: PlanSpec, pilot: Pilot | None, seeds: int | None = None) -> list[SimTrial]:
+    """The full run's trials in plan order (task × seed × arm), each replaying a pilot trial of the
+    same task when the pilot ran it, else a pilot trial of the same benchmark drawn at random, or
+    the benchmark's stated workload."""
+    rng = random.Random(spec.seed)
+    benchmarks = dict(spec.run.benchmarks) or ({b: len(t) for b, t in pilot.tasks.items()} if pilot else {})
+    if not benchmarks:
+        raise ConfigError("run.benchmarks: no benchmarks to plan (give tasks per benchmark, or a pilot run)")
+    k = seeds or spec.run.seeds or (pilot.seeds if pilot else 1)
+    arms = spec.run.arms or (len(pilot.arms) if pilot else 1)
+    out: list[SimTrial] = []
+    for bench, n_tasks in benchmarks.items():
+        stated = spec.workload.get(bench) or spec.workload.get("*")
+        pool = [t for (b, _), ts in (pilot.trials.items() if pilot else []) if b == bench for _, t in ts]
+        if stated is None and not pool:
+            raise ConfigError(f"run.benchmarks.{bench}: the pilot has no trials of this benchmark and there is "
+                              f"no workload.{bench} (or workload.'*') to state one")
+        known = pilot.tasks.get(bench, []) if pilot else []
+        for ti in range(n_tasks):
+            task = known[ti] if ti < len(known) else f"{bench}#{ti}"
+            mine = [t for _, t in pilot.trials.get((bench, task), [])] if pilot else []
+            for s in range(k):
+                for a in range(arms):
+                    if stated is not None:
+                        out.append(_stated(stated, image=task))
+                    elif mine:
+                        out.append(mine[(s * arms + a) % len(mine)])
+                    else:
+                        out.append(replace(rng.choice(pool), image=task))
+    return out
+
+
+def cluster_of(spec: PlanSpec, pilot: Pilot | None, max_in_flight: int | None = None) -> Cluster:
+    llm = LLMModel(**asdict(spec.llm))
+    mif = max_in_flight or spec.run.max_in_flight or (pilot.max_in_flight if pilot else None)
+    if mif is None:
+        raise ConfigError("run.max_in_flight: needed without a pilot run to take it from")
+    starts = spec.cluster.max_concurrent_starts or (pilot.max_concurrent_starts if pilot else 16)
+    startup = spec.run.startup_s if spec.run.startup_s is not None else (pilot.startup_s if pilot else 0.0)
+    warmup = spec.run.warmup_s if spec.run.warmup_s is not None else (pilot.warmup_s if pilot else 0.0)
+    backoff = spec.run.retry_backoff_s if spec.run.retry_backoff_s is not None else (
+        pilot.retry_backoff_s if pilot else 1.0)
+    return Cluster(max_in_flight=mif, pod_slots=spec.cluster.pod_slots, max_concurrent_starts=starts,
+                   nodes=spec.cluster.nodes, image_pull_s=spec.cluster.image_pull_s, startup_s=startup, warmup_s=warmup,
+                   retry_backoff_s=backoff, llm=llm)
+
+
+# -- the forecast -----------------------------------------------------------------------------
+@dataclass
+class Outcome:
+    """One simulated run, in the units people plan with."""
+
+    trials: int
+    seeds: int
+    max_in_flight: int
+    wall_h: float
+    gpus: int
+    gpu_hours: float  # reserved for the whole run
+    gpu_busy_share: float  # GPU work at full-batch efficiency / GPU time reserved (gpu mode)
+    pod_hours: float  # sandbox-hours held by trials
+    slot_hours: float  # pod slots reserved for the whole run (0 slots: = pod_hours)
+    mean_in_flight: float
+    llm_slowdown: float  # LLM time per call / unloaded
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    cost: dict[str, float]
+
+
+def outcome(spec: PlanSpec, cluster: Cluster, r: SimResult, seeds: int) -> Outcome:
+    gpus = cluster.llm.replicas * cluster.llm.gpus_per_replica if cluster.llm.mode == "gpu" else 0
+    wall_h = r.wall_s / 3600.0
+    gpu_h = gpus * wall_h
+    pod_h = r.pod_s / 3600.0
+    p = spec.prices
+    uncached = r.prompt_tokens - r.cached_tokens
+    cost = {"gpu": gpu_h * p.gpu_per_h, "pods": pod_h * p.pod_per_h,
+            "tokens": (uncached * p.prompt_per_mtok + r.cached_tokens * p.cached_per_mtok
+                       + r.completion_tokens * p.completion_per_mtok) / 1e6}
+    cost["total"] = sum(cost.values())
+    return Outcome(
+        trials=r.trials, seeds=seeds, max_in_flight=cluster.max_in_flight, wall_h=wall_h, gpus=gpus,
+        gpu_hours=gpu_h,
+        gpu_busy_share=r.gpu_work_s / (cluster.llm.replicas * r.wall_s) if gpus and r.wall_s else math.nan,
+        pod_hours=pod_h, slot_hours=cluster.pod_slots * wall_h if cluster.pod_slots else pod_h,
+        mean_in_flight=r.mean_in_flight, llm_slowdown=r.llm_s / r.llm_unloaded_s if r.llm_unloaded_s else math.nan,
+        prompt_tokens=r.prompt_tokens, cached_tokens=r.cached_tokens, completion_tokens=r.completion_tokens, cost=cost,
+    )
+
+
+@dataclass
+class Forecast:
+    pilot: str | None
+    base: Outcome
+    bottleneck: str
+    gains: dict[str, float]  # resource doubled -> share of wall time saved
+    by_seeds: list[Outcome]
+    by_max_in_flight: list[Outcome]
+    assumptions: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _doubled(c: Cluster) -> dict[str, Cluster]:
+    out = {"max_in_flight": replace(c, max_in_flight=2 * c.max_in_flight),
+           "sandbox starts": replace(c, max_concurrent_starts=2 * c.max_concurrent_starts)}
+    if c.pod_slots:
+        out["pod slots"] = replace(c, pod_slots=2 * c.pod_slots)
+        out["pod slots and max_in_flight"] = replace(c, pod_slots=2 * c.pod_slots, max_in_flight=2 * c.max_in_flight)
+    if c.llm.mode == "gpu":
+        out["GPU replicas"] = replace(c, llm=replace(c.llm, replicas=2 * c.llm.replicas))
+    elif c.llm.max_concurrency:
+        out["endpoint concurrency"] = replace(c, llm=replace(c.llm, max_concurrency=2 * c.llm.max_concurrency))
+    return out
+
+
+def forecast(spec: PlanSpec, pilot: Pilot | None) -> Forecast:
+    """Simulate the planned run, which resource to double first, and seeds / max_in_flight sensitivity."""
+    seeds = spec.run.seeds or (pilot.seeds if pilot else 1)
+    cluster = cluster_of(spec, pilot)
+    trials = full_run_trials(spec, pilot, seeds)
+    base_r = simulate(trials, cluster)
+    base = outcome(spec, cluster, base_r, seeds)
+    gains: dict[str, float] = {}
+    by_seeds: list[Outcome] = []
+    by_mif: list[Outcome] = []
+    if spec.sensitivity.enabled:
+        for name, c in _doubled(cluster).items():
+            gains[name] = 1.0 - simulate(trials, c).wall_s / base_r.wall_s if base_r.wall_s else 0.0
+        for k in sorted(set(spec.sensitivity.seeds) - {seeds}):
+            by_seeds.append(outcome(spec, cluster, simulate(full_run_trials(spec, pilot, k), cluster), k))
+        for f in spec.sensitivity.max_in_flight_factors:
+            c = replace(cluster, max_in_flight=max(1, round(cluster.max_in_flight * f)))
+            if c.max_in_flight != cluster.max_in_flight:
+                by_mif.append(outcome(spec, c, simulate(trials, c), seeds))
+    best = max(gains.items(), key=lambda kv: kv[1], default=("", 0.0))
+    bottleneck = (f"{best[0]} (doubling it saves {100 * best[1]:.0f}% of the wall time)" if best[1] >= 0.03
+                  else "none of the resources: the longest trials set the wall time")
+    assumptions = {"cluster": asdict(cluster), "trials": len(trials), "startup_s": cluster.startup_s,
+                   "warmup_s": cluster.warmup_s, "pilot_measured_wall_s": pilot.measured_wall_s if pilot else None,
+                   "notes": list(pilot.notes) if pilot else []}
+    return Forecast(pilot.run_id if pilot else None, base, bottleneck, gains, by_seeds, by_mif, assumptions)
