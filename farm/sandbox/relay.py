@@ -350,14 +350,36 @@ class Relay:
             self.events.append(event)
             del self.events[:-KEPT_EVENTS]
             self.restarts += 1
-            self.agent = Incarnation(self.argv)
+            self.agent = self.respawn()
             conn = self.client
         inc.close()
         log("agent killed by %s while %d requests ran; restarted (%d)" % (name, len(event["requests"]),
                                                                           self.restarts))
-        threading.Thread(target=self.pump_out, args=(self.agent,), name="relay-out", daemon=True).start()
         for line in answers:
             self.send(conn, line)
+
+    def respawn(self):
+        """A new agent and its reader; after a fork storm the pids come back only as the killed
+        processes are reaped, so reap (nothing of ours is alive to steal a status from) and retry."""
+        inc = None
+        for attempt in range(50):
+            while inc is None:
+                try:
+                    pid, _ = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if pid == 0:
+                    break
+            try:
+                if inc is None:
+                    inc = Incarnation(self.argv)
+                threading.Thread(target=self.pump_out, args=(inc,), name="relay-out", daemon=True).start()
+                return inc
+            except (OSError, RuntimeError) as e:  # EAGAIN from fork, "can't start new thread"
+                if attempt == 49:
+                    log("cannot start the agent again: %r" % e)
+                    os._exit(1)
+                time.sleep(0.1)
 
     def remember(self, rid, line):
         self.killed[rid] = line
