@@ -189,6 +189,7 @@ class ReportConfig:
     incomplete_threshold: float = 0.05
     power: float = 0.8  # statistical planner: power of the MDD and seeds-needed answers
     power_delta_pts: float = 3.0  # the fixed alternative the planner sizes seeds for
+    sinks: List[str] = field(default_factory=list)  # wandb | mlflow: trackers the report goes to (docs/export.md)
 
 
 @dataclass
@@ -205,6 +206,7 @@ class FarmConfig:
     report: ReportConfig = field(default_factory=ReportConfig)
 
 
+REPORT_SINKS = ("wandb", "mlflow")  # farm/report/sinks.py
 CHOICES: dict[str, tuple[str, ...]] = {
     "sandbox.backend": ("local", "kubernetes", "docker"),
     "sandbox.local.public_network": ("isolated", "host"),
@@ -396,6 +398,9 @@ def validate(cfg: FarmConfig) -> None:
     names = [a.name for a in cfg.experiment.arms]
     if len(set(names)) != len(names):
         raise ConfigError(f"invalid value {names!r} for 'experiment.arms': arm names must be unique")
+    for sink in cfg.report.sinks:
+        if sink not in REPORT_SINKS:
+            raise ConfigError(f"invalid value {sink!r} in 'report.sinks': choose from {list(REPORT_SINKS)}")
     if cfg.store.uri.strip() == "":
         raise ConfigError("invalid value '' for 'store.uri': give a directory or s3://bucket/prefix")
 

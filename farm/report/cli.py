@@ -10,8 +10,10 @@ from farm.errors import StoreError
 from farm.report import render
 from farm.report.claims import load_claims
 from farm.report.data import load_run
+from farm.report.plots import all_figures
+from farm.report.sinks import parse_sinks, send
 from farm.report.summary import summary_table
-from farm.report.tables import ReportOptions
+from farm.report.tables import ReportOptions, compute
 from farm.store.results import ResultStore
 
 
@@ -54,3 +56,8 @@ def print_and_render(
         paths = render.build_report(runs, Path(out_dir), claims_dir=claims, options=options)
         console.print(f"report written to {paths.markdown.parent}: {paths.markdown.name}, {paths.html.name}, "
                       f"{len(paths.csv)} CSV tables, {len(paths.figures)} plots")
+    sinks = parse_sinks(merged.get("sinks"))
+    if sinks:  # the same content and figures the report renders (farm/report/sinks.py)
+        content = compute(runs, registry, options)
+        for name, where in send(content, all_figures(content), sinks).items():
+            console.print(f"report sent to {name}: {where}", highlight=False, soft_wrap=True)
