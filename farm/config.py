@@ -122,8 +122,9 @@ class AgentConfig:
     keep_reasoning: bool = True
     system_prompt_file: Optional[str] = None
     tools_file: Optional[str] = None
-    tokenizer: str = "qwen"  # qwen | tiktoken | bytes
-    tokenizer_model: Optional[str] = None  # None: qwen3.5-27b (qwen) / o200k_base (tiktoken)
+    tokenizer: str = "qwen"  # chat_template | qwen | tiktoken | bytes (farm/agent/tokens.py)
+    # None: the model's serving.source or name (chat_template) / qwen3.5-27b / o200k_base
+    tokenizer_model: Optional[str] = None
     read_output_chars: int = 20000
     bash_output_chars: int = 30000
     glob_limit: int = 1000
@@ -217,7 +218,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "sandbox.docker.pull": ("missing", "always", "never"),
     "agent.name": ("auto", "leaf", "oracle", "nop", "scripted"),
     "agent.tool_execution": ("sequential", "concurrent"),
-    "agent.tokenizer": ("qwen", "tiktoken", "bytes"),
+    "agent.tokenizer": ("chat_template", "qwen", "tiktoken", "bytes"),
     "agent.truncation": ("head", "head_tail"),
     "grade.mode": ("in_place", "fresh", "both"),
     "sandbox.image_policy": ("pull", "build", "pull-or-build"),

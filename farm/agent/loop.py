@@ -95,7 +95,11 @@ async def run_agent(
     deadline = started + (cfg.max_total_time_s or task.agent_timeout_s)
     cancel = cancel or asyncio.Event()
     tools = load_tools(cfg.tools_file)
-    counter = TokenCounter(cfg.tokenizer, cfg.tokenizer_model)
+    # Leaf counts with the served model's own tokenizer: the checkpoint's id unless one is named
+    tokenizer_model = cfg.tokenizer_model
+    if cfg.tokenizer == "chat_template" and not tokenizer_model:
+        tokenizer_model = llm.cfg.serving.source or llm.cfg.name
+    counter = TokenCounter(cfg.tokenizer, tokenizer_model)
     executor = ToolExecutor(sandbox, task.workdir, cfg)
     traj = Trajectory(messages=[
         {"role": "system", "content": load_system_prompt(cfg.system_prompt_file)},
