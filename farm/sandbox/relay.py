@@ -161,13 +161,15 @@ class Incarnation:
         self.stdout = r_out
         self.inflight = collections.OrderedDict()  # id -> what it is
         self.answered = collections.deque(maxlen=KEPT_IDS)
+        self.reader = None  # the thread that pumps its stdout
 
-    def close(self):
-        for fd in (self.stdin, self.stdout):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+    def close_stdin(self):
+        # stdout is closed by its reader once it sees the end (a closed fd's number can be
+        # reused at once, and a reader about to read it would then read someone else's pipe)
+        try:
+            os.close(self.stdin)
+        except OSError:
+            pass
 
 
 class Relay:
@@ -207,6 +209,10 @@ class Relay:
         except OSError:
             self.drop(conn)
 
+    def start_reader(self, inc):
+        inc.reader = threading.Thread(target=self.pump_out, args=(inc,), name="relay-out", daemon=True)
+        inc.reader.start()
+
     def pump_out(self, inc):
         pending = b""
         while True:
@@ -215,6 +221,7 @@ class Relay:
             except OSError:
                 data = b""
             if not data:
+                os.close(inc.stdout)
                 return  # the reaper decides what the agent's end means
             # whole lines only: a client that attaches late must never see half a response
             pending += data
@@ -326,6 +333,9 @@ class Relay:
                 why += " after %d restarts" % self.restarts
             log("agent %s" % why)
             os._exit(code)
+        # what the agent wrote before it died is delivered first: a request it answered was not killed
+        if inc.reader is not None:
+            inc.reader.join(0.5)
         name = signal_name(sig)
         message = ("the sandbox agent was killed by signal %d (%s) while this request ran: a process "
                    "of the sandbox (the agent's own command, or the out-of-memory killer) killed it; "
@@ -352,7 +362,7 @@ class Relay:
             self.restarts += 1
             self.agent = self.respawn()
             conn = self.client
-        inc.close()
+        inc.close_stdin()
         log("agent killed by %s while %d requests ran; restarted (%d)" % (name, len(event["requests"]),
                                                                           self.restarts))
         for line in answers:
@@ -373,7 +383,7 @@ class Relay:
             try:
                 if inc is None:
                     inc = Incarnation(self.argv)
-                threading.Thread(target=self.pump_out, args=(inc,), name="relay-out", daemon=True).start()
+                self.start_reader(inc)
                 return inc
             except (OSError, RuntimeError) as e:  # EAGAIN from fork, "can't start new thread"
                 if attempt == 49:
@@ -408,7 +418,7 @@ class Relay:
     def serve(self):
         threading.Thread(target=self.watch_signals, name="relay-signals", daemon=True).start()
         threading.Thread(target=self.reap, name="relay-reap", daemon=True).start()
-        threading.Thread(target=self.pump_out, args=(self.agent,), name="relay-out", daemon=True).start()
+        self.start_reader(self.agent)
         while True:
             conn, _ = self.listener.accept()
             with self.lock:
