@@ -161,11 +161,11 @@ class RunView:
     def cells(self) -> dict[tuple[str, str, int], str]:
         """Every (benchmark, task, seed) that more than one arm ran, with its page name."""
         if self._cells is None:
-            counts: dict[tuple[str, str, int], int] = {}
-            cols = [self.trials.column(c).to_pylist() for c in ("benchmark", "task_id", "seed")]
-            for cell in zip(*cols):
-                counts[cell] = counts.get(cell, 0) + 1
-            self._cells = {c: cell_name(*c) for c in sorted(c for c, n in counts.items() if n > 1)}
+            arms: dict[tuple[str, str, int], set[str]] = {}
+            cols = [self.trials.column(c).to_pylist() for c in ("benchmark", "task_id", "seed", "arm")]
+            for b, t, s, arm in zip(*cols):
+                arms.setdefault((b, t, s), set()).add(arm)
+            self._cells = {c: cell_name(*c) for c in sorted(c for c, a in arms.items() if len(a) > 1)}
         return self._cells
 
     # -- steps -------------------------------------------------------------------------

@@ -182,7 +182,8 @@ def _diff(text: str) -> str:
 
 def artifacts_html(view: RunView, trial: dict[str, Any], anchor: str = "") -> str:
     out = []
-    for name in view.artifacts_of(trial):
+    names = view.artifacts_of(trial)
+    for name in names:
         data = view.artifact(trial, name) or b""
         cut = len(data) > ARTIFACT_BYTES
         text = data[:ARTIFACT_BYTES].decode("utf-8", errors="replace")
@@ -195,7 +196,7 @@ def artifacts_html(view: RunView, trial: dict[str, Any], anchor: str = "") -> st
         else:
             out.append(f'<details class=artifact><summary>{escape(name)} ({len(data)} bytes)</summary>{note}'
                        f'<pre>{escape(text)}</pre></details>')
-    if not any(n in (PATCH, VERIFIER) for n in view.artifacts_of(trial)):
+    if not any(n in (PATCH, VERIFIER) for n in names):
         out.insert(0, "<p class=note>no patch or verifier output stored for this attempt</p>")
     return "\n".join(out)
 

@@ -5,8 +5,11 @@ clicks through run -> filter -> trial -> step on a real demo run."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -162,6 +165,24 @@ def test_cli_writes_a_site_and_names_bad_input(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     assert main(["view", RUN, "--store", store.uri, "--out", str(tmp_path / "file")]) == 2
     assert "'--out'" in capsys.readouterr().err
+
+
+def test_cli_serves_on_loopback_until_ctrl_c(tmp_path):
+    store = _write_run(ResultStore.open(str(tmp_path / "store")))
+    proc = subprocess.Popen([sys.executable, "-m", "farm.cli", "view", RUN, "--store", store.uri, "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        url = re.search(r"at (http://127\.0\.0\.1:\d+/) ", line)
+        assert url, line + proc.stderr.read()
+        assert "Done with beta." in httpx.get(url.group(1) + f"t/{page_name('kbetatools')}.html", timeout=10).text
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 0
+        assert "stopped" in proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def _full(schema: pa.Schema, columns: dict) -> pa.Table:
