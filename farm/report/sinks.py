@@ -125,8 +125,11 @@ def to_wandb(p: Payload) -> str:
         import wandb
     except ImportError:
         raise SinkError("report.sinks: wandb is not installed (pip install 'farm[trackers]')") from None
+    # a report is not a training process: its own CPU stats, console, code and pip list say nothing
+    settings = wandb.Settings(console="off", x_disable_stats=True, x_disable_meta=True, x_save_requirements=False,
+                              save_code=False, disable_git=True)
     run = wandb.init(project=os.environ.get("WANDB_PROJECT") or p.project, name=p.name, config=p.config,
-                     job_type="farm-report", reinit="create_new")
+                     job_type="farm-report", reinit="create_new", settings=settings)
     try:
         run.summary.update(p.metrics)
         logged: dict[str, Any] = {}

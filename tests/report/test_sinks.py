@@ -76,3 +76,16 @@ def test_mlflow_file_store_run_holds_the_reports_metrics_config_tables_and_plots
 def test_an_unknown_sink_is_one_line_naming_it(demo_runs: DemoRuns, capsys) -> None:
     assert main(["report", demo_runs.run_a, "--store", demo_runs.store, "report.sinks=[tensorboard]"]) == 2
     assert "'tensorboard'" in capsys.readouterr().err
+
+
+def test_farm_run_with_the_wandb_sink_sends_its_report(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    assert main(["run", "-q", "agent=nop", "benchmark.task_ids=[term-dedupe-inbox]", "run.executor=local",
+                 f"store.uri={tmp_path / 'store'}", "run.preflight=false", "report.sinks=[wandb]",
+                 "report.bootstrap=100"]) == 0
+    (run_file,) = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
+    summary, config = summary_and_config(run_file)
+    assert summary["builtin/base/nop/avg_at_k"] == 0.0 and summary["builtin/base/nop/n_unresolved"] == 1.0
+    assert config["report"]["sinks"] == ["wandb"]
