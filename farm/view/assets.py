@@ -32,9 +32,17 @@ details{margin:3px 0} summary{cursor:pointer;font-size:12px;color:#333}
 .arm dl.facts{grid-template-columns:repeat(2,max-content minmax(6em,auto))}
 """
 
-# Shared by every page: expand/collapse-all buttons of the step lists, and "back to the run"
-# links that return to the run table as it was last filtered (its #fragment, kept per tab).
+# Shared by every page: on a trial page, previous / next trial in the run table's last filtered and
+# sorted order; "back to the run" links that return to that table as it was (its #fragment);
+# expand/collapse-all buttons of the step lists. The run page keeps both in sessionStorage (per tab).
 PAGE_JS = """
+(function(){var w=document.getElementById('walk');if(!w)return;var order;
+  try{order=JSON.parse(sessionStorage.getItem('farm-view-order')||'[]');}catch(e){order=[];}
+  var i=order.indexOf(w.dataset.page);if(i<0)return;
+  function link(j,text){return j>=0&&j<order.length?'<a href="'+encodeURIComponent(order[j])+'.html" rel='+
+    (j<i?'prev':'next')+'>'+text+'</a>':'<span class=note>'+text+'</span>';}
+  w.innerHTML=' · '+link(i-1,'‹ previous')+' <span class=note>'+(i+1)+' of '+order.length+
+    ' in the run table</span> '+link(i+1,'next ›');})();
 document.querySelectorAll('a[data-back]').forEach(function(a){try{var h=sessionStorage.getItem('farm-view-run');
   if(h)a.href=a.getAttribute('href').split('#')[0]+h;}catch(e){}});
 document.querySelectorAll('[data-toggle]').forEach(function(b){b.addEventListener('click',function(){
@@ -81,13 +89,14 @@ function row(r){var cell=r[C.cell],t=(r[C.prompt_tokens]||0)+(r[C.completion_tok
     '<td>'+r[C.flags].map(function(f){return '<span class="flag">'+esc(f)+'</span>';}).join('')+'</td>'+
     '<td>'+(cell?'<a href="c/'+esc(cell)+'.html?a='+encodeURIComponent(r[C.arm])+'">arms</a>':'')+'</td></tr>';}
 function render(){var st=state();
-  try{sessionStorage.setItem('farm-view-run',location.hash);}catch(e){}
   FILTERS.forEach(function(f){form.elements[f].value=st[f];});form.elements.q.value=st.q;
   var rows=D.rows.filter(function(r){return keep(r,st);});
   if(st.sort&&C[st.sort]!==undefined){var k=C[st.sort],d=st.desc?-1:1;rows=rows.slice().sort(function(a,b){
     var x=a[k],y=b[k];if(x===y)return 0;if(x==null)return 1;if(y==null)return -1;return (x<y?-1:1)*d;});}
   var pages=Math.max(1,Math.ceil(rows.length/PAGE)),page=Math.min(Math.max(1,parseInt(st.page||'1',10)||1),pages);
   body.innerHTML=rows.slice((page-1)*PAGE,page*PAGE).map(row).join('');
+  try{sessionStorage.setItem('farm-view-run',location.hash);
+    sessionStorage.setItem('farm-view-order',JSON.stringify(rows.map(function(r){return r[C.page];})));}catch(e){}
   document.getElementById('count').textContent=rows.length+' of '+D.rows.length+' trials';
   document.getElementById('pageinfo').textContent='page '+page+' of '+pages;
   document.getElementById('prev').disabled=page<=1;document.getElementById('next').disabled=page>=pages;}

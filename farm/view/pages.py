@@ -248,7 +248,8 @@ def trial_page(view: RunView, trial: dict[str, Any]) -> str:
         earlier = (f"<h2>attempts ({len(attempts)})</h2><p class=note>the page shows the latest; earlier ones "
                    f"count for cost only</p><table><tr><th>attempt</th><th>status</th><th>error class</th>"
                    f"<th>error</th></tr>{rows}</table>")
-    body = f"""<nav><a data-back href="../index.html">← run {escape(view.run_id)}</a>{pair}</nav>
+    walk = f'<span id=walk data-page="{page_name(trial["trial_key"])}"></span>'
+    body = f"""<nav><a data-back href="../index.html">← run {escape(view.run_id)}</a>{walk}{pair}</nav>
 <h1>{escape(trial['task_id'])} · {escape(trial['arm'])} · seed {trial['seed']}</h1>
 {_facts(trial)}{earlier}
 <h2>steps ({len(steps)})</h2>

@@ -414,11 +414,18 @@ def test_browser_clicks_through_run_filter_trial_step(browser, demo_run):
         # and the static site opens from disk the same way
         out = Path(uri).parent / "site"
         write_site(view, out)
-        browser.goto((out / "index.html").as_uri() + "#status=unresolved")
-        assert browser.wait(COUNT) == "1 of 4 trials"
+        browser.goto((out / "index.html").as_uri() + "#arm=partial")
+        assert browser.wait(COUNT) == "2 of 4 trials"
         browser.click("#trials tbody a.trial")
-        browser.wait("location.pathname.includes('/t/') && document.readyState==='complete'")
-        assert browser.eval("document.querySelectorAll('section.step').length") >= 1
+        walk = "location.pathname.includes('/t/') && document.getElementById('walk').textContent"
+        assert "1 of 2 in the run table" in browser.wait(walk)
+        first = browser.eval("location.pathname")
+        browser.click("#walk a[rel=next]")  # the next trial of the filtered table
+        browser.wait(f"location.pathname !== {json.dumps(first)} && document.readyState==='complete'")
+        assert "2 of 2 in the run table" in browser.wait(walk)
+        second = view.trial_by_page(browser.eval("location.pathname").split("/")[-1].removesuffix(".html"))
+        assert second["arm"] == "partial" and not first.endswith(f"/{page_name(second['trial_key'])}.html")
+        assert browser.eval("document.querySelectorAll('section.step').length") == len(view.steps_of(second))
         assert browser.errors == []
     finally:
         server.shutdown()
