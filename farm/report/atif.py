@@ -97,10 +97,9 @@ def _tool_calls(message: dict[str, Any], row: dict[str, Any]) -> list[dict[str, 
     return out
 
 
-def _agent_step(row: dict[str, Any], message: dict[str, Any] | None, model: str | None) -> dict[str, Any]:
+def _agent_step(row: dict[str, Any], message: dict[str, Any] | None) -> dict[str, Any]:
+    # no per-step model_name: every call of a trial went to the one model named in ``agent``
     step: dict[str, Any] = {"source": "agent", "message": "", "llm_call_count": 1}
-    if model:
-        step["model_name"] = model
     if message is not None:
         content = message.get("content")
         step["message"] = content if isinstance(content, str) else "" if content is None else json.dumps(content)
@@ -145,7 +144,7 @@ def trajectory(trial: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, 
                 content = msg.get("content")
                 out.append({"source": role, "message": content if isinstance(content, str) else json.dumps(content)})
             elif role == "assistant" and agent is None:
-                agent = _agent_step(row, msg, model)
+                agent = _agent_step(row, msg)
                 out.append(agent)
             elif role == "tool" and agent is not None:
                 content = msg.get("content")
@@ -157,7 +156,7 @@ def trajectory(trial: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, 
                 raise ReportInputError(f"steps table: trial {trial['trial_key']} step {row['step']}: "
                                        f"unexpected message with role {role!r} at this place")
         if agent is None:
-            out.append(_agent_step(row, None, model))
+            out.append(_agent_step(row, None))
     doc = {
         "schema_version": ATIF_VERSION,
         "session_id": str(trial["trial_key"]),

@@ -206,7 +206,8 @@ def diff_runs(run_a: RunData, run_b: RunData, opts: BootstrapOptions | None = No
     opts = opts or BootstrapOptions()
     rows_a, rows_b = _rows(run_a), _rows(run_b)
     settings_a, why_a = arm_settings(run_a)
-    settings_b, why_b = arm_settings(run_b)
+    # resolving arms costs seconds (OmegaConf); a run compared with itself or a rerun of one config resolves once
+    settings_b, why_b = (settings_a, why_a) if run_b.config == run_a.config else arm_settings(run_b)
     notes = [w for w in (why_a, why_b) if w]
     if notes:
         notes.append("decisions fall back to the rows' config hashes")

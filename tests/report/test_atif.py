@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from dataclasses import asdict
 from pathlib import Path
 
 import jsonschema
@@ -12,9 +13,9 @@ import pytest
 
 from farm.cli import main
 from farm.report.atif import export_run, trajectory
-from farm.report.data import RunData, load_run
+from farm.report.data import ReportInputError, RunData, load_run
 from farm.store import ResultStore
-from farm.store.schema import STEPS_SCHEMA, TRIALS_SCHEMA, to_table
+from farm.store.schema import STEPS_SCHEMA, TRIALS_SCHEMA, StepRow, to_table
 
 from .conftest import REASONING, SOLVED, DemoRuns
 from .synth import meta, plan_table, trial
@@ -159,3 +160,26 @@ def test_unknown_run_is_one_line_naming_it(demo_runs: DemoRuns, tmp_path: Path, 
     with pytest.raises(SystemExit):
         main(["export", demo_runs.run_a, "--store", demo_runs.store, "--format", "jsonl", str(tmp_path)])
     assert load_run(ResultStore.open(demo_runs.store, create=False), demo_runs.run_a).trials.num_rows == 6
+
+
+def _step(step: int, messages: list[dict], **kw) -> dict:
+    return asdict(StepRow(run_id="r", trial_key="r:b:t1:0:base", attempt=1, step=step,
+                          messages_json=json.dumps(messages), **kw))
+
+
+def test_a_model_call_without_a_reply_stays_an_agent_step_and_bad_rows_are_named() -> None:
+    t = asdict(trial("r", "b", "t1", 0, "model_error", exit_reason="model_error"))
+    call = {"id": "c1", "type": "function", "function": {"name": "Bash", "arguments": '{"command": "ls"}'}}
+    first = _step(0, [{"role": "system", "content": "sys"}, {"role": "user", "content": "do it"},
+                      {"role": "assistant", "content": None, "tool_calls": [call]},
+                      {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}],
+                  prompt_tokens=10, completion_tokens=3, tool_names=["Bash"], tool_durations_s=[0.5])
+    doc = trajectory(t, [_step(1, []), first])  # any order: the step number orders them
+    assert not list(jsonschema.Draft202012Validator(SCHEMA).iter_errors(doc))
+    _rfc_rules(doc)
+    assert [s["source"] for s in doc["steps"]] == ["system", "user", "agent", "agent"]
+    assert doc["steps"][2]["tool_calls"][0]["extra"]["duration_s"] == 0.5
+    assert doc["steps"][3]["message"] == "" and doc["steps"][3]["extra"]["no_reply"] is True
+    assert "metrics" not in doc["steps"][3]
+    with pytest.raises(ReportInputError, match="step 0: unexpected message with role 'tool'"):
+        trajectory(t, [_step(0, [{"role": "tool", "tool_call_id": "c1", "content": "x"}])])
