@@ -171,6 +171,7 @@ class ServeConfig:
 class ArmConfig:
     name: str = "base"
     overrides: List[str] = field(default_factory=list)
+    last_overrides: List[str] = field(default_factory=list)  # after experiment.per_benchmark
 
 
 @dataclass
@@ -180,6 +181,7 @@ class ExperimentConfig:
     # several benchmarks in one run (each a conf/benchmark/<name>.yaml or a source name);
     # empty: the single `benchmark` section
     benchmarks: List[str] = field(default_factory=list)
+    per_benchmark: Dict[str, List[str]] = field(default_factory=dict)  # benchmark -> overrides: farm/budgets.py
 
 
 @dataclass
@@ -399,6 +401,8 @@ def validate(cfg: FarmConfig) -> None:
     names = [a.name for a in cfg.experiment.arms]
     if len(set(names)) != len(names):
         raise ConfigError(f"invalid value {names!r} for 'experiment.arms': arm names must be unique")
+    from farm.budgets import check_per_trial  # it builds on this module
+    check_per_trial(cfg)
     for sink in cfg.report.sinks:
         if sink not in REPORT_SINKS:
             raise ConfigError(f"invalid value {sink!r} in 'report.sinks': choose from {list(REPORT_SINKS)}")

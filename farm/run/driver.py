@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import farm
+from farm.budgets import Resolver
 from farm.config import FarmConfig, apply_overrides, conf_dir, config_hash, require_endpoint, resolved_agent, to_dict
 from farm.errors import ConfigError, StoreError
 from farm.run.endpoint import PreflightError
@@ -184,6 +185,7 @@ async def run_experiment(
     summary = RunSummary(run_id, config_hash(cfg), len(plan), state.finished, store_uri=store.uri)
     by_task = {(t.benchmark, t.task_id): t for t in tasks}
     arm_cfg = dict(arms)
+    trial_cfg = Resolver(arm_cfg)  # + experiment.per_benchmark: the vendor's budgets differ by benchmark
     arm_hash = {name: config_hash(a) for name, a in arms}
     for name, acfg in arms:
         if resolved_agent(acfg) == "leaf" and not acfg.model.base_url:
@@ -225,8 +227,8 @@ async def run_experiment(
         for i in range(cfg.run.max_attempts):
             if breaker.reason is not None:
                 return  # stopped: no row, the trial re-runs on resume
-            job = TrialJob(spec, by_task[(spec.benchmark, spec.task_id)], arm_cfg[spec.arm], attempt + i,
-                           arm_hash[spec.arm])
+            job = TrialJob(spec, by_task[(spec.benchmark, spec.task_id)], trial_cfg(spec.arm, spec.benchmark),
+                           attempt + i, arm_hash[spec.arm])
             async with sem:
                 if progress:
                     progress("start", None)
