@@ -282,7 +282,7 @@ def report_table(diff: RunDiff) -> Table:
             ("p", lambda r: fmt(r["mcnemar_p"], 3)),
         ],
         note=(f"pairs: trials both runs hold, by (benchmark, task, seed, arm); Δ: paired difference of resolved, "
-              f"two-stage bootstrap (B={diff.bootstrap.samples}, seed={diff.bootstrap.seed}) on the {{task × seed}} "
+              f"two-stage bootstrap (B={diff.bootstrap.samples}, seed={diff.bootstrap.seed}) on the task × seed "
               "cells both hold; McNemar on per-task majority outcomes; rerun / regrade / same: docs/export.md"),
     )
 
