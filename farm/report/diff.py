@@ -45,6 +45,7 @@ GRADER_SECTION = "grade"
 ROW_PROVENANCE = ("policy", "model", "image", "image_id", "dataset_revision")
 
 Key = tuple[str, str, int, str]  # benchmark, task_id, seed, arm
+FLIPS_SHOWN = 20  # pairs whose status differs, listed in the terminal form
 
 
 @dataclass
@@ -302,6 +303,12 @@ def print_diff(diff: RunDiff, console: Any) -> None:
             console.print(f"  {decision}: {shown}", highlight=False, soft_wrap=True)
     for note in diff.notes:
         console.print(f"  note: {note}", highlight=False, soft_wrap=True)
+    flipped = [p for p in diff.pairs if p.status_a != p.status_b]
+    for p in flipped[:FLIPS_SHOWN]:
+        console.print(f"  flipped ({p.decision}): {p.benchmark} {p.task_id} seed {p.seed} arm {p.arm}: "
+                      f"{p.status_a} -> {p.status_b}", highlight=False, soft_wrap=True)
+    if len(flipped) > FLIPS_SHOWN:
+        console.print(f"  ... and {len(flipped) - FLIPS_SHOWN} more flipped pairs (--json lists every pair)")
     table = report_table(diff)
     rich = RichTable(box=box.SIMPLE_HEAD, show_edge=False)
     for header, _ in table.display:

@@ -63,6 +63,8 @@ def test_terminal_table_prints_counts_reasons_and_the_difference(demo_runs: Demo
     text = capsys.readouterr().out
     assert "same 2, regrade 2, rerun 2" in text
     assert "regrade: grade.verifier_retries (2)" in text and "agent.name (2)" in text
+    flips = [line.strip() for line in text.splitlines() if line.strip().startswith("flipped")]
+    assert flips == ["flipped (rerun): builtin term-dedupe-inbox seed 0 arm changed: unresolved -> resolved"]
     changed = next(line for line in text.splitlines() if line.strip().startswith("builtin") and "changed" in line)
     assert "50.0" in changed and "100.0" in changed and "0/1" in changed
 
