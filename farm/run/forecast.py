@@ -403,8 +403,12 @@ def forecast(spec: PlanSpec, pilot: Pilot | None) -> Forecast:
             if c.max_in_flight != cluster.max_in_flight:
                 by_mif.append(outcome(spec, c, simulate(trials, c), seeds))
     best = max(gains.items(), key=lambda kv: kv[1], default=("", 0.0))
-    bottleneck = (f"{best[0]} (doubling it saves {100 * best[1]:.0f}% of the wall time)" if best[1] >= 0.03
-                  else "none of the resources: the longest trials set the wall time")
+    if not gains:
+        bottleneck = "not computed (sensitivity.enabled=false)"
+    elif best[1] >= 0.03:
+        bottleneck = f"{best[0]} (doubling it saves {100 * best[1]:.0f}% of the wall time)"
+    else:
+        bottleneck = "none of the resources: the longest trials set the wall time"
     assumptions = {"cluster": asdict(cluster), "trials": len(trials), "startup_s": cluster.startup_s,
                    "warmup_s": cluster.warmup_s, "pilot_measured_wall_s": pilot.measured_wall_s if pilot else None,
                    "notes": list(pilot.notes) if pilot else []}

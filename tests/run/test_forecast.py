@@ -146,3 +146,55 @@ def test_cli_prints_a_json_forecast(tmp_path, capsys):
     assert out["pilot"] is None and not math.isnan(out["base"]["mean_in_flight"])
     assert main(["plan", "--plan", str(plan)]) == 0
     assert "wall time" in capsys.readouterr().out
+
+
+def write_pilot(tmp_path, rows, steps=(), max_in_flight=2):
+    from farm.store import ResultStore
+    from farm.store.schema import STEPS_SCHEMA, TRIALS_SCHEMA, StepRow, TrialResult, to_table
+
+    store = ResultStore.open(str(tmp_path / "store"))
+    store.write_run_meta("p", {"run_id": "p", "config_hash": "h", "created_at": "2026-12-01T10:00:00Z",
+                               "config": {"run": {"seeds": 2, "max_in_flight": max_in_flight, "executor": "local",
+                                                  "max_concurrent_starts": 3, "retry_backoff_s": 0.5}}})
+    store.write_plan("p", [{"trial_key": f"k{t}{s}", "benchmark": "b", "task_id": f"t{t}", "seed": s, "arm": "base",
+                            "model": "m"} for t in (1, 2) for s in (0, 1)])
+    t0 = 1796119200.0  # 2026-12-01T10:00:00Z
+    trials = [TrialResult(run_id="p", trial_key=k, benchmark="b", task_id=task, seed=0, arm="base", attempt=a,
+                          model="m", status=st, started_at=t0 + start, finished_at=t0 + start + wall, wall_s=wall,
+                          sandbox_start_s=1.0, verify_s=1.0, llm_s=1.0, tool_s=0.0)
+              for k, task, a, st, start, wall in rows]
+    store.write_rows("trials", "p", to_table(trials, TRIALS_SCHEMA))
+    step_rows = [StepRow(run_id="p", trial_key=k, attempt=a, step=i, latency_s=lat, prompt_tokens=100,
+                         cached_tokens=60, completion_tokens=10, tool_s=0.0) for k, a, i, lat in steps]
+    store.write_rows("steps", "p", to_table(step_rows, STEPS_SCHEMA))
+    return store
+
+
+def test_pilot_from_the_store_measures_startup_warm_up_and_retries(tmp_path):
+    from farm.run.forecast import load_pilot
+
+    # first wave (started at 2 s, before any finished) took 8 s; the later ones 4 s: warm-up 4 s
+    rows = [("k10", "t1", 1, "resolved", 2.0, 8.0), ("k11", "t1", 1, "resolved", 2.0, 8.0),
+            ("k20", "t2", 1, "infra_error", 10.0, 4.0), ("k20", "t2", 2, "resolved", 15.0, 4.0),
+            ("k21", "t2", 1, "resolved", 10.0, 4.0)]
+    store = write_pilot(tmp_path, rows, steps=[("k10", 1, 0, 0.4), ("k10", 1, 1, 0.6)])
+    pilot = load_pilot(store, "p")
+    assert pilot.startup_s == pytest.approx(2.0) and pilot.warmup_s == pytest.approx(4.0)
+    assert (pilot.max_in_flight, pilot.max_concurrent_starts, pilot.retry_backoff_s) == (2, 3, 0.5)
+    assert pilot.tasks == {"b": ["t1", "t2"]} and pilot.notes == []
+    first = pilot.trials[("b", "t1")][0][1].attempts[0]
+    assert [s.latency_s for s in first.steps] == [0.4, 0.6] and first.steps[0].uncached == 40
+    assert first.other_s == pytest.approx(8.0 - 3.0 - 4.0)  # warm-up taken out of the first wave
+    retried = next(t for _, t in pilot.trials[("b", "t2")] if len(t.attempts) == 2)
+    assert [a.retried for a in retried.attempts] == [True, False]
+    assert pilot.measured_wall_s == pytest.approx(19.0)
+
+
+def test_a_one_wave_pilot_says_its_warm_up_is_unknown(tmp_path):
+    from farm.run.forecast import load_pilot
+
+    store = write_pilot(tmp_path, [("k10", "t1", 1, "resolved", 2.0, 8.0), ("k11", "t1", 1, "resolved", 2.0, 8.0)])
+    pilot = load_pilot(store, "p")
+    assert pilot.warmup_s == 0.0 and "one wave" in pilot.notes[0]
+    with pytest.raises(ConfigError, match="pilot run 'nope'"):
+        load_pilot(store, "nope")
