@@ -274,6 +274,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- leaf ------------------------------------------------------------------------------------
+def cmd_leaf(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from farm.agent.leaf_import import import_leaf
+
+    out = Path(args.out).expanduser().resolve()
+    manifest = import_leaf(Path(args.path), out)
+    console.print(f"imported the vendor's system prompt and {manifest['tools_file']} from {manifest['module']}",
+                  markup=False, highlight=False)
+    console.print(f"  system prompt sha256 {manifest['system_prompt_sha256']}\n  tools sha256 "
+                  f"{manifest['tools_sha256']}\nrun with:\n  agent.system_prompt_file={out / 'system_prompt.txt'} "
+                  f"agent.tools_file={out / 'tools.json'}", markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="farm", description="Evaluation farm for tool-calling coding agents.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -386,6 +402,13 @@ def build_parser() -> argparse.ArgumentParser:
     df.add_argument("overrides", nargs="*", default=[], help="report.bootstrap=N / report.seed=N (default: run A's)")
     df.add_argument("--config")
     df.set_defaults(fn=cmd_diff)
+    lf = sub.add_parser("leaf", help="the vendor's Leaf prompt and tool schemas, from your copy of its package")
+    lsub = lf.add_subparsers(dest="leaf_command", required=True)
+    li = lsub.add_parser("import", help="read SYSTEM_PROMPT and OPENAI_TOOLS from a checkout or installed copy of "
+                         "the vendor's package (without running it) into local files, with their hashes")
+    li.add_argument("path", help="the checkout, the installed package (site-packages/frognano) or its tools.py")
+    li.add_argument("--out", default="farm-leaf", help="directory to write them to (default ./farm-leaf)")
+    li.set_defaults(fn=cmd_leaf)
     return p
 
 

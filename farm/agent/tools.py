@@ -13,7 +13,9 @@ or a mapping with a ``tools`` key holding that list.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -126,25 +128,26 @@ def _load_structured(path: Path, what: str) -> Any:
         raise ConfigError(f"{what}={str(path)!r}: not valid JSON/YAML: {exc}") from None
 
 
+def validate_tools(data: Any, what: str) -> None:
+    """Raises ConfigError unless ``data`` is a non-empty list of OpenAI function tools farm implements."""
+    if not isinstance(data, list) or not data:
+        raise ConfigError(f"{what}: expected a non-empty list of tools (or {{tools: [...]}})")
+    for i, tool in enumerate(data):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(name, str):
+            raise ConfigError(f"{what}: tool #{i} must look like "
+                              "{type: function, function: {name: ..., parameters: ...}}")
+        if name not in TOOL_NAMES:
+            raise ConfigError(f"{what}: tool #{i} has name {name!r}; farm implements {list(TOOL_NAMES)}")
+
+
 @lru_cache(maxsize=16)
 def _tools_from_file(path: str) -> tuple[str, ...]:
     data = _load_structured(Path(path), "agent.tools_file")
     if isinstance(data, dict):
         data = data.get("tools")
-    if not isinstance(data, list) or not data:
-        raise ConfigError(f"agent.tools_file={path!r}: expected a non-empty list of tools (or {{tools: [...]}})")
-    for i, tool in enumerate(data):
-        fn = tool.get("function") if isinstance(tool, dict) else None
-        name = fn.get("name") if isinstance(fn, dict) else None
-        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(name, str):
-            raise ConfigError(
-                f"agent.tools_file={path!r}: tool #{i} must look like "
-                "{type: function, function: {name: ..., parameters: ...}}"
-            )
-        if name not in TOOL_NAMES:
-            raise ConfigError(
-                f"agent.tools_file={path!r}: tool #{i} has name {name!r}; farm implements {list(TOOL_NAMES)}"
-            )
+    validate_tools(data, f"agent.tools_file={path!r}")
     # Kept as JSON text so the cache cannot be mutated through a returned list.
     return tuple(json.dumps(t) for t in data)
 
@@ -167,3 +170,66 @@ def load_system_prompt(system_prompt_file: str | None = None) -> str:
     if not text:
         raise ConfigError(f"agent.system_prompt_file={str(path)!r}: file is empty")
     return text
+
+
+# `farm leaf import` writes this beside the files it imports (farm/agent/leaf_import.py)
+MANIFEST = "leaf-import.json"
+ORIGINS = ("farm", "vendor", "custom")
+
+
+def prompt_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def tools_sha256(tools: list[dict[str, Any]]) -> str:
+    """Of the tool list as canonical JSON: the same schemas hash the same in any file format."""
+    blob = json.dumps(tools, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class PromptIdentity:
+    origin: str  # farm (farm's own wording) | vendor (both imported, unchanged) | custom (anything else)
+    system_prompt_sha256: str
+    tools_sha256: str
+
+
+def _imported(file: str | None, key: str, digest: str) -> bool:
+    """``file`` was written by `farm leaf import` and is unchanged since (its manifest says so)."""
+    if not file:
+        return False
+    path = Path(file).expanduser()
+    try:
+        manifest = json.loads((path.parent / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get(f"{key}_file") == path.name \
+        and manifest.get(f"{key}_sha256") == digest
+
+
+def prompt_identity(system_prompt_file: str | None = None, tools_file: str | None = None) -> PromptIdentity:
+    """What the model is shown: the hashes of the system prompt and the tool list, and whose words they are.
+
+    Raises:
+        ConfigError: a named file cannot be read or is not valid.
+    """
+    prompt = prompt_sha256(load_system_prompt(system_prompt_file))
+    tools = tools_sha256(load_tools(tools_file))
+    if not system_prompt_file and not tools_file:
+        origin = "farm"
+    elif _imported(system_prompt_file, "system_prompt", prompt) and _imported(tools_file, "tools", tools):
+        origin = "vendor"
+    else:
+        origin = "custom"
+    return PromptIdentity(origin, prompt, tools)
+
+
+def prompt_columns(system_prompt_file: str | None, tools_file: str | None) -> dict[str, str]:
+    """The trial row's prompt_origin / system_prompt_sha256 / tools_sha256 (empty when unreadable:
+    the agent then fails with the file's own error, and the row says so)."""
+    try:
+        ident = prompt_identity(system_prompt_file, tools_file)
+    except ConfigError:
+        return {}
+    return {"prompt_origin": ident.origin, "system_prompt_sha256": ident.system_prompt_sha256,
+            "tools_sha256": ident.tools_sha256}

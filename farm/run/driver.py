@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import farm
+from farm.agent.leaf_import import warn_unless_vendor_prompt
 from farm.budgets import Resolver
 from farm.config import FarmConfig, apply_overrides, conf_dir, config_hash, require_endpoint, resolved_agent, to_dict
 from farm.errors import ConfigError, StoreError
@@ -163,6 +164,7 @@ async def run_experiment(
 ) -> RunSummary:
     t0 = time.monotonic()
     arms = arms_of(cfg)
+    warn_unless_vendor_prompt(arms, cfg.experiment.name)  # once per run, before anything starts
     for name, acfg in arms:
         try:
             require_endpoint(acfg)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import farm
+from farm.agent.tools import prompt_columns
 from farm.config import FarmConfig, config_hash, resolved_agent
 from farm.errors import FarmError
 from farm.grade.hack_scan import scan_steps
@@ -103,6 +104,7 @@ def base_row(spec: TrialSpec, attempt: int, cfg: FarmConfig, task: Task, uid: st
         dataset_revision=task.source.revision or None, harness="leaf", harness_version=farm.__version__,
         config_hash=chash or config_hash(cfg), farm_version=farm.__version__,
         worker=f"{socket.gethostname()}:{os.getpid()}", attempt_uid=uid, started_at=time.time(),
+        **prompt_columns(cfg.agent.system_prompt_file, cfg.agent.tools_file),
     )
 
 

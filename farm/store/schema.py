@@ -65,6 +65,11 @@ class TrialResult:
     api_calls_after_start: int | None = None
     # pid-namespace[+proc]: the agent's commands could not kill the sandbox agent; none: <why>
     agent_isolation: str | None = None
+    # whose words the model saw (farm/agent/tools.py prompt_identity): farm | vendor (imported
+    # with `farm leaf import`, unchanged) | custom; and the hashes of the prompt and tool list
+    prompt_origin: str | None = None
+    system_prompt_sha256: str | None = None
+    tools_sha256: str | None = None
     # provenance
     policy: str | None = None  # oracle | nop | scripted (farm's local policies) | leaf (a model)
     model_preset: str | None = None  # model.name of the config (the preset): what was asked for
