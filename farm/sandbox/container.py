@@ -20,7 +20,8 @@ from farm.errors import ConfigError
 from farm.sandbox import manifests as m
 from farm.sandbox.base import JAIL_CAPS, JAIL_ENV, Capabilities, GcReport, Sandbox, SandboxStartError
 from farm.sandbox.images import LOG_ARTIFACT, ensure_image
-from farm.sandbox.relayed import ProcStream, RelaySandbox, built_view, check_relay_task, relay_plan, resolve_image
+from farm.sandbox.relay_images import built_view, check_relay_task, relay_plan, resolve_image
+from farm.sandbox.relayed import ProcStream, RelaySandbox
 from farm.tasks.model import NetworkMode, Task
 
 # What docker and podman give a container by default (podman's containers.conf list; Docker also

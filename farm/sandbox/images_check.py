@@ -29,7 +29,7 @@ from rich.table import Table
 from farm.config import DockerSandboxConfig, FarmConfig
 from farm.errors import ConfigError, FarmError
 from farm.sandbox.images import STANDIN_LABEL, dockerfile_of, plan_image, run_engine, task_build_tag
-from farm.sandbox.relayed import resolve_image
+from farm.sandbox.relay_images import resolve_image
 from farm.tasks.dockerfile import instructions as dockerfile_instructions
 from farm.tasks.dockerfile import parse_cached
 from farm.tasks.model import Task

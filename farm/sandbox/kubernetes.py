@@ -29,7 +29,8 @@ from farm.sandbox import manifests as m
 from farm.sandbox.base import Capabilities, Sandbox, SandboxStartError
 from farm.sandbox.gc import GcReport, gc_pods
 from farm.sandbox.images import registry_prefix
-from farm.sandbox.relayed import RelaySandbox, StreamPair, check_relay_task
+from farm.sandbox.relay_images import check_relay_task
+from farm.sandbox.relayed import RelaySandbox, StreamPair
 from farm.tasks.model import NetworkMode, Task
 
 log = logging.getLogger(__name__)

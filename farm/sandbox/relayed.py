@@ -17,12 +17,11 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from farm.config import DockerSandboxConfig, KubernetesSandboxConfig
-from farm.errors import FarmError, UnsupportedTaskError
+from farm.config import KubernetesSandboxConfig
+from farm.errors import FarmError
 from farm.sandbox import manifests as m
 from farm.sandbox import relay as r
 from farm.sandbox.base import (
@@ -36,11 +35,11 @@ from farm.sandbox.base import (
     ToolRequest,
     ToolResponse,
 )
-from farm.sandbox.build import literal_task_env, replay_build_steps, resolve_build_steps, runtime_env
+from farm.sandbox.build import replay_build_steps, resolve_build_steps, runtime_env
 from farm.sandbox.channel import Channel, RemoteOpError
 from farm.sandbox.channel_sandbox import ChannelSandboxMixin
-from farm.sandbox.images import ImageFacts, ImagePlan, plan_image, task_build_tag
-from farm.tasks.image_lock import apply_image_policy, load_image_lock
+from farm.sandbox.images import ImageFacts, task_build_tag
+from farm.sandbox.relay_images import ROOT_ENV, RelayConfig, built_view, relay_plan, resolve_image
 from farm.tasks.model import NetworkMode, Task
 
 log = logging.getLogger(__name__)
@@ -48,11 +47,6 @@ log = logging.getLogger(__name__)
 INSIDE_SRC = Path(__file__).with_name("inside")
 RELAY_SRC = Path(__file__).with_name("relay.py")
 LOG_DIRS = ("/logs/verifier", "/logs/agent", "/logs/artifacts", "/tests", "/solution")
-# what the image's environment gives a root shell when the task does not say otherwise
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-ROOT_ENV = {"HOME": "/root", "PATH": DEFAULT_PATH}
-
-RelayConfig = KubernetesSandboxConfig | DockerSandboxConfig
 # ops that can be sent again under a new id when the agent was killed under them (relay.py)
 IDEMPOTENT_OPS = frozenset({"ping", "read", "stat", "list", "glob"})
 KILL_RETRIES = 3
@@ -253,66 +247,6 @@ class ReconnectingChannel(Channel):
         self._closed = True
         if self._inner is not None:
             await self._inner.close()
-
-
-# --- image policy and preflight -------------------------------------------------------------
-
-
-def resolve_image(task: Task, cfg: RelayConfig, backend: str) -> str:
-    """The image reference the sandbox runs: registry mirror, then the digest lock.
-
-    Raises:
-        UnsupportedTaskError: the task has no image (``no_image``) or the lock has no digest
-            for it (``image_lock``).
-        ConfigError: the lock itself cannot be loaded.
-    """
-    if task.environment.image is None:
-        raise UnsupportedTaskError(
-            f"task {task.benchmark}/{task.task_id} has no image; sandbox={backend} needs one", reason="no_image")
-    lock = load_image_lock(cfg.image_lock) if cfg.image_lock else None
-    if lock is not None and task.task_id not in lock.digests:
-        raise UnsupportedTaskError(
-            f"image lock {lock.name!r} has no digest for task {task.task_id!r}; refusing to run it unpinned "
-            "(remove the lock or select locked tasks only)", reason="image_lock")
-    (resolved,) = apply_image_policy([task], registry=cfg.image_registry, lock=lock)
-    return resolved.environment.image  # type: ignore[return-value]
-
-
-def relay_plan(task: Task, cfg: RelayConfig, policy: str, *, builder: bool) -> ImagePlan:
-    """The image plan a relay-backed backend follows.
-
-    ``builder``: the backend can build on the machine that runs the container (docker/podman).
-    A cluster cannot: there a build is used only through ``build_registry`` (what
-    ``farm images build --push`` filled); without one it falls back to the named image.
-    """
-    plan = plan_image(task, policy)
-    if plan.build and not builder and not getattr(cfg, "build_registry", None):
-        return plan_image(task, "pull")
-    return plan
-
-
-def check_relay_task(task: Task, cfg: RelayConfig, backend: str, policy: str = "pull", *,
-                     builder: bool = False) -> None:
-    """Preflight: everything a relay-backed start would refuse before any pod or container.
-
-    Raises:
-        UnsupportedTaskError, TaskFormatError: as ``RelaySandbox.start`` would.
-        ConfigError: an unknown image policy.
-    """
-    plan = relay_plan(task, cfg, policy, builder=builder)
-    if plan.pull_first:
-        resolve_image(task, cfg, backend)
-    if plan.replay:
-        resolve_build_steps(task, {**ROOT_ENV, **task.environment.env})
-
-
-def built_view(task: Task, facts: ImageFacts | None) -> Task:
-    """The task as a sandbox runs it from an image that already holds its build: no steps to
-    replay, only task.toml's literal env exported (the image's ENV comes from the image), and
-    the image's WORKDIR as the workdir when it has one."""
-    envr = replace(task.environment, build_steps=(), env=literal_task_env(task),
-                   workdir=(facts.workdir if facts and facts.workdir else task.environment.workdir))
-    return replace(task, environment=envr)
 
 
 # --- the sandbox ----------------------------------------------------------------------------
