@@ -15,6 +15,7 @@ from typing import Any
 
 from farm.config import FarmConfig, apply_overrides
 from farm.errors import ConfigError
+from farm.tasks.sources import source_key
 
 # what `farm validate --show` prints per arm and benchmark: (column, config key)
 BUDGET_KEYS = (
@@ -32,10 +33,17 @@ BUDGET_KEYS = (
 )
 
 
+def same_benchmark(a: str, b: str) -> bool:
+    """``swebench-pro`` in the config and ``swebench_pro`` on a task are one benchmark."""
+    return a == b or (source_key(a) is not None and source_key(a) == source_key(b))
+
+
 def trial_overrides(arm_cfg: FarmConfig, arm: str, benchmark: str) -> list[str]:
     """The overrides that turn arm ``arm``'s config into its config on ``benchmark``."""
     last = next((a.last_overrides for a in arm_cfg.experiment.arms if a.name == arm), [])
-    return [*arm_cfg.experiment.per_benchmark.get(benchmark, []), *last]
+    per = [o for key, items in arm_cfg.experiment.per_benchmark.items() if same_benchmark(key, benchmark)
+           for o in items]
+    return [*per, *last]
 
 
 def for_benchmark(arm_cfg: FarmConfig, arm: str, benchmark: str) -> FarmConfig:
@@ -97,6 +105,12 @@ def check_per_trial(cfg: FarmConfig) -> None:
     exp = cfg.experiment
     per_trial = [(f"experiment.per_benchmark.{b}", o) for b, items in exp.per_benchmark.items() for o in items]
     per_trial += [(f"experiment.arms[{a.name}].last_overrides", o) for a in exp.arms for o in a.last_overrides]
+    known = exp.benchmarks or [cfg.benchmark.name]
+    for bench in exp.per_benchmark:
+        # a typo would silently leave that benchmark on the arm's budget
+        if not any(same_benchmark(bench, k) for k in known):
+            raise ConfigError(f"invalid key {bench!r} in 'experiment.per_benchmark': "
+                              f"the run's benchmarks are {known}")
     for where, item in per_trial:
         if not item.startswith(("agent.", "model.")) or "=" not in item:
             raise ConfigError(f"invalid value {item!r} in '{where}': only agent.<key>=<value> / model.<key>=<value>")

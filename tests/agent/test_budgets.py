@@ -113,3 +113,16 @@ def test_a_run_gives_each_trial_its_benchmarks_budget(tmp_path: Path):
     rows = {r["arm"]: r for r in ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id).to_pylist()}
     assert (rows["budget"]["exit_reason"], rows["budget"]["steps"]) == ("max_turns", 1)
     assert rows["unbounded"]["steps"] > 1 and rows["unbounded"]["status"] == "resolved"
+
+
+def test_a_per_benchmark_budget_for_a_benchmark_the_run_lacks_is_refused(tmp_path):
+    conf = tmp_path / "exp.yaml"
+    conf.write_text(yaml.safe_dump({"experiment": {"benchmarks": ["swebench_pro"],
+                                                   "per_benchmark": {"swebench-verified": ["agent.max_steps=3"]}}}))
+    with pytest.raises(ConfigError, match=r"'swebench-verified' in 'experiment.per_benchmark'.*\['swebench_pro'\]"):
+        load_config([], config_file=conf)
+    # a spelling of the same benchmark is that benchmark: the tasks carry the source's own name
+    conf.write_text(yaml.safe_dump({"experiment": {"benchmarks": ["swebench-pro"],
+                                                   "per_benchmark": {"swebench-pro": ["agent.max_steps=3"]}}}))
+    cfg = load_config([], config_file=conf)
+    assert for_benchmark(cfg, "base", "swebench_pro").agent.max_steps == 3
