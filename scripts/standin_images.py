@@ -37,6 +37,7 @@ MIRROR = "http://deb.debian.org/debian"
 ROOT_TAG = "localhost/farm-standin-root:{suite}"
 LABEL = "io.farm.standin"
 PIP_VERSION = "25.1.1"  # what python:3.13-slim shipped in mid-2025
+LEGACY_PIP_EXTRAS = ("setuptools==65.5.1", "wheel==0.45.1")  # what python:<3.12 images add to pip
 OFFICIAL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # what the official python images ship beyond the interpreter (headers for C extensions,
 # venv/ensurepip, certificates, tzdata, netbase)
@@ -68,8 +69,9 @@ class StandIn:
 def _python_diff(want: str, have: str, suite: str) -> str:
     same = want == have
     ver = f"Python {have} (Debian's python3 package)" + ("" if same else f", not {want}: Debian has no {want}")
-    return (f"Debian {suite} root (debootstrap minbase), {ver}; pip {PIP_VERSION} from PyPI in "
-            "/usr/local/lib (Debian's python3-pip below it), the EXTERNALLY-MANAGED marker removed; "
+    extras = "" if tuple(int(x) for x in have.split(".")) >= (3, 12) else " with " + ", ".join(LEGACY_PIP_EXTRAS)
+    return (f"Debian {suite} root (debootstrap minbase), {ver}; pip {PIP_VERSION}{extras} from PyPI in "
+            "/usr/local/lib (Debian's python3-pip removed), the EXTERNALLY-MANAGED marker removed; "
             "interpreter in /usr/bin, linked from /usr/local/bin")
 
 
@@ -133,6 +135,12 @@ def containerfile(s: StandIn, cas: dict[str, bytes] | None = None) -> str:
             # python3-pip has no RECORD, so a task's `pip install --upgrade pip==X` could not
             # uninstall it (TB2 pypi-server's build failed exactly so)
             f"python3 -m pip install --no-cache-dir --ignore-installed pip=={PIP_VERSION}",
+            # ... and nothing of Debian's pip stack left (its wheel has no RECORD either: TB2
+            # pypi-server upgrades wheel next); the official images below 3.12 ship setuptools
+            # and wheel, 3.12 and later pip alone
+            "apt-get purge -y --auto-remove python3-pip python3-wheel",
+            *([f"python3 -m pip install --no-cache-dir {' '.join(LEGACY_PIP_EXTRAS)}"]
+              if tuple(int(x) for x in s.python.split(".")) < (3, 12) else []),
             "printf '#!/bin/sh\\nexec /usr/local/bin/python3 -m pip \"$@\"\\n' > /usr/local/bin/pip",
             "chmod 755 /usr/local/bin/pip && ln -sf pip /usr/local/bin/pip3",
             "python --version && pip --version",
