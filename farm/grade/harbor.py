@@ -151,7 +151,10 @@ async def stage_verifier_cache(sandbox: Sandbox, cache: VerifierCacheConfig, env
     wheels = f"{STAGE_DIR}/wheels"
     variables = {"UV_FIND_LINKS": wheels, "PIP_FIND_LINKS": wheels, "UV_PYTHON_DOWNLOADS": "never"}
     if cache.offline:
-        variables |= {"UV_OFFLINE": "1", "PIP_NO_INDEX": "1"}
+        # not PIP_NO_INDEX: it would also override a test's own `pip install --index-url` (TB2
+        # pypi-server installs from the server the agent started); an unreachable PyPI is
+        # skipped at once with no retries, and the wheels come from PIP_FIND_LINKS
+        variables |= {"UV_OFFLINE": "1", "PIP_RETRIES": "0", "PIP_TIMEOUT": "5"}
     else:  # uv's built-in roots do not know a site's TLS-inspecting proxy; the image's CA store does
         variables["UV_NATIVE_TLS"] = "1"
     python = ("the image's own python3.13 (bundle not staged)" if "has-python" in has

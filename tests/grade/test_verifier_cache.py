@@ -160,7 +160,7 @@ async def test_staging_places_uv_only_where_absent_and_appends_python_to_the_end
     path = next(ln for ln in lines if ln.startswith("PATH="))
     assert path.startswith("PATH=/root/.local/bin:") and path.endswith(f":{vc.STAGE_DIR}/python/bin")
     assert f"{vc.STAGE_DIR}/python/bin/python3.13" in lines
-    assert {"UV_OFFLINE=1", "PIP_NO_INDEX=1", "UV_PYTHON_DOWNLOADS=never",
+    assert {"UV_OFFLINE=1", "PIP_RETRIES=0", "UV_PYTHON_DOWNLOADS=never",
             f"UV_FIND_LINKS={vc.STAGE_DIR}/wheels", f"PIP_FIND_LINKS={vc.STAGE_DIR}/wheels"} <= set(lines)
     assert res.resolved and res.stage_s is not None and 0 < res.stage_s < 60
     kept_header, *kept_lines = kept.output.splitlines()
@@ -169,6 +169,25 @@ async def test_staging_places_uv_only_where_absent_and_appends_python_to_the_end
     assert "image-uv" in kept_lines and "/app/bin/python3.13" in kept_lines and "UV_OFFLINE=1" not in kept.output
     assert "UV_NATIVE_TLS=1" in kept_header and "UV_NATIVE_TLS=1" not in header  # online: the image's CA store
     assert not next(ln for ln in kept_lines if ln.startswith("PATH=")).endswith("/python/bin")
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+async def test_offline_pip_takes_pins_from_the_cache_and_still_obeys_a_tests_own_index_url(
+        verifier_cache: Path, tmp_path: Path) -> None:
+    # no network: PyPI is unreachable, but pins come from the staged wheels; a test that names
+    # its own index (a server the agent started) must get that index, not only the cache
+    sh = ("/usr/bin/python3 -m pip download -q --no-deps -d /tmp/d pytest==8.4.1 && echo from-cache; "
+          "/usr/bin/python3 -m pip download --no-deps -d /tmp/e --index-url http://127.0.0.1:9/simple "
+          "pytest==8.4.1 2>&1 | grep -c 'Looking in indexes: http://127.0.0.1:9/simple'; "
+          "echo 1 > /logs/verifier/reward.txt\n")
+    task = _task(tmp_path, sh)
+    sb = LocalSandbox(task, root_dir=tmp_path / "sb")
+    await sb.start()
+    try:
+        res = await run_harbor_verifier(task, sb, VerifierCacheConfig(dir=str(verifier_cache), offline=True))
+    finally:
+        await sb.close()
+    assert res.output.splitlines()[1:3] == ["from-cache", "1"], res.output
 
 
 def test_staging_sends_the_wheels_of_the_tool_pins_and_of_the_pins_test_sh_names(verifier_cache: Path) -> None:
