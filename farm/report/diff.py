@@ -118,11 +118,12 @@ def _finite(value: Any) -> Any:
 
 
 # -- what each arm ran with ------------------------------------------------------------------
-def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+def dotted(data: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested config as ``{"a.b.c": value}`` (what a diff compares and a tracker logs)."""
     if isinstance(data, dict):
         out: dict[str, Any] = {}
         for k, v in data.items():
-            out.update(_flat(v, f"{prefix}{k}."))
+            out.update(dotted(v, f"{prefix}{k}."))
         return out
     return {prefix[:-1]: data}
 
@@ -156,7 +157,7 @@ def arm_settings(run: RunData) -> tuple[dict[str, dict[str, Any]], str | None]:
         return {}, f"the stored config of run {run.run_id} does not load in this farm version ({exc})"
     out = {}
     for name, acfg in arms:
-        flat = _flat(to_dict(acfg))
+        flat = dotted(to_dict(acfg))
         backend = flat.get("sandbox.backend")
         out[name] = {k: v for k, v in flat.items() if not _excluded(k, backend)}
     return out, None

@@ -29,6 +29,7 @@ from typing import Any
 
 from farm.config import REPORT_SINKS
 from farm.errors import ConfigError, FarmError
+from farm.report.diff import dotted
 from farm.report.layout import Table
 from farm.report.tables import ReportContent
 
@@ -110,15 +111,6 @@ def _cell(v: Any) -> Any:
     return v if isinstance(v, int | float | str | bool) or v is None else str(v)
 
 
-def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(data, dict):
-        out: dict[str, Any] = {}
-        for k, v in data.items():
-            out.update(_flat(v, f"{prefix}{k}."))
-        return out
-    return {prefix[:-1]: data}
-
-
 def to_wandb(p: Payload) -> str:
     """One W&B run; returns its directory."""
     try:
@@ -161,7 +153,7 @@ def to_mlflow(p: Payload) -> str:
     mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME") or p.project)
     with mlflow.start_run(run_name=p.name) as run:
         # MLflow params are short strings; the whole config goes in as an artifact beside them
-        params = {k: str(v)[:500] for k, v in _flat(p.config).items()}
+        params = {k: str(v)[:500] for k, v in dotted(p.config).items()}
         items = sorted(params.items())
         for i in range(0, len(items), 100):
             mlflow.log_params(dict(items[i:i + 100]))

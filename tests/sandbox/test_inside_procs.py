@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from farm.sandbox.inside import procs
+from farm.sandbox.inside import proctable as pt
 
 # Ways out of a command's process group and environment. Each writes its marker after 1.5 s.
 ESCAPES = {
@@ -40,7 +41,7 @@ def run(runner: procs.Processes, command: str, **kw) -> dict:
 
 
 def _alive(pid: int) -> bool:
-    return not procs.is_zombie(pid)
+    return not pt.is_zombie(pid)
 
 
 @pytest.mark.parametrize("how", sorted(ESCAPES))
@@ -103,7 +104,7 @@ def test_kill_command_reports_what_it_killed(runner):
 def test_members_found_by_tag_after_the_shell_is_gone(runner, tmp_path: Path):
     # a tagged process that left the tree (its parent died) is still the command's
     tag = runner.new_tag()
-    child = subprocess.Popen(["sleep", "30"], env={"PATH": os.environ["PATH"], procs.TAG_VAR: tag},
+    child = subprocess.Popen(["sleep", "30"], env={"PATH": os.environ["PATH"], pt.TAG_VAR: tag},
                              start_new_session=True)
     try:
         assert runner.members(-1, tag) == {child.pid}  # -1: no process tree or session to follow
@@ -120,7 +121,7 @@ def test_tags_are_unique_and_carry_the_prefix(runner):
 
 
 def test_each_command_gets_its_tag_in_the_environment(runner):
-    res = run(runner, f"echo ${procs.TAG_VAR}")
+    res = run(runner, f"echo ${pt.TAG_VAR}")
     assert res["stdout"].startswith(runner.prefix + "-")
 
 
@@ -227,46 +228,46 @@ def test_stat_fields_of_a_process_with_parentheses_in_its_name(tmp_path: Path):
     p = subprocess.Popen([str(exe), "30"], start_new_session=True)
     try:
         deadline = time.monotonic() + 5
-        while procs.stat_fields(p.pid) is None and time.monotonic() < deadline:
+        while pt.stat_fields(p.pid) is None and time.monotonic() < deadline:
             time.sleep(0.01)
-        state, ppid, pgrp, session = procs.stat_fields(p.pid)
+        state, ppid, pgrp, session = pt.stat_fields(p.pid)
         assert state in ("S", "R") and ppid == os.getpid() and pgrp == session == p.pid
-        assert procs.parent_pid(p.pid) == os.getpid() and not procs.is_zombie(p.pid)
-        assert p.pid in procs.process_table() and p.pid in procs.descendants(os.getpid(), procs.process_table())
+        assert pt.parent_pid(p.pid) == os.getpid() and not pt.is_zombie(p.pid)
+        assert p.pid in pt.process_table() and p.pid in pt.descendants(os.getpid(), pt.process_table())
     finally:
         p.kill()
         p.wait()
-    assert procs.stat_fields(p.pid) is None and procs.is_zombie(p.pid) and procs.parent_pid(p.pid) == -1
+    assert pt.stat_fields(p.pid) is None and pt.is_zombie(p.pid) and pt.parent_pid(p.pid) == -1
 
 
 def test_a_zombie_is_not_a_live_process():
     p = subprocess.Popen(["true"])
     deadline = time.monotonic() + 5
-    while not procs.is_zombie(p.pid) and time.monotonic() < deadline:
+    while not pt.is_zombie(p.pid) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert procs.is_zombie(p.pid) and procs.stat_fields(p.pid)[0] == "Z"
-    assert p.pid not in procs.process_table()
+    assert pt.is_zombie(p.pid) and pt.stat_fields(p.pid)[0] == "Z"
+    assert p.pid not in pt.process_table()
     p.wait()
 
 
 def test_environ_tags_of_gone_processes_are_empty():
-    p = subprocess.Popen(["sleep", "30"], env={procs.TAG_VAR: "t-1", "OTHER": "x", "PATH": os.environ["PATH"]})
+    p = subprocess.Popen(["sleep", "30"], env={pt.TAG_VAR: "t-1", "OTHER": "x", "PATH": os.environ["PATH"]})
     try:
         deadline = time.monotonic() + 5
-        while procs.environ_tags(p.pid) != ("t-1",) and time.monotonic() < deadline:
+        while pt.environ_tags(p.pid) != ("t-1",) and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert procs.environ_tags(p.pid) == ("t-1",)
+        assert pt.environ_tags(p.pid) == ("t-1",)
     finally:
         p.kill()
         p.wait()
-    assert procs.environ_tags(p.pid) == ()
+    assert pt.environ_tags(p.pid) == ()
 
 
 def test_descendants_walks_the_whole_tree():
     table = {2: ("S", 1, 2, 2), 3: ("S", 2, 2, 2), 4: ("S", 3, 4, 4), 5: ("S", 1, 5, 5), 6: ("S", 4, 4, 4)}
-    assert procs.descendants(2, table) == {3, 4, 6}
-    assert procs.descendants(1, table) == {2, 3, 4, 5, 6}
-    assert procs.descendants(6, table) == set()
+    assert pt.descendants(2, table) == {3, 4, 6}
+    assert pt.descendants(1, table) == {2, 3, 4, 5, 6}
+    assert pt.descendants(6, table) == set()
 
 
 def test_a_killed_shell_never_runs_its_next_command(runner, tmp_path: Path):
@@ -291,16 +292,16 @@ def _wait_for(predicate, timeout_s: float = 5.0) -> bool:
 
 
 def _state(pid: int) -> str | None:
-    fields = procs.stat_fields(pid)
+    fields = pt.stat_fields(pid)
     return None if fields is None else fields[0]
 
 
 def test_freeze_stops_the_shell_and_all_it_started_then_the_kill_ends_them_quickly(runner):
     tag = runner.new_tag()
-    env = dict(os.environ, **{procs.TAG_VAR: tag})
+    env = dict(os.environ, **{pt.TAG_VAR: tag})
     proc = runner.spawn(["/bin/bash", "-c", "bash -c 'sleep 30; true' & sleep 30"], env=env, start_new_session=True)
     # a tagged process outside the shell's tree and session is the command's too
-    outside = subprocess.Popen(["sleep", "30"], env={"PATH": os.environ["PATH"], procs.TAG_VAR: tag},
+    outside = subprocess.Popen(["sleep", "30"], env={"PATH": os.environ["PATH"], pt.TAG_VAR: tag},
                                start_new_session=True)
     try:
         assert _wait_for(lambda: len(runner.members(proc.pid, tag)) == 4)  # inner bash + sleep, sleep, outside
@@ -354,7 +355,7 @@ def test_what_is_still_in_both_pipes_at_the_timeout_is_kept(runner, tmp_path: Pa
 
 def _zombie_children() -> set[int]:
     me = os.getpid()
-    return {p for p in procs.proc_pids() if (f := procs.stat_fields(p)) is not None and f[1] == me and f[0] == "Z"}
+    return {p for p in pt.proc_pids() if (f := pt.stat_fields(p)) is not None and f[1] == me and f[0] == "Z"}
 
 
 def test_reap_orphans_collects_exited_children_it_did_not_start_and_leaves_its_own(runner):
@@ -365,7 +366,7 @@ def test_reap_orphans_collects_exited_children_it_did_not_start_and_leaves_its_o
     try:
         assert _wait_for(lambda: _state(own.pid) == "Z" and _state(stray.pid) == "Z")
         runner.reap_orphans()
-        assert procs.stat_fields(stray.pid) is None  # collected: gone from /proc
+        assert pt.stat_fields(stray.pid) is None  # collected: gone from /proc
         assert _state(own.pid) == "Z"  # a child of ours is left for Popen.wait and its exit status
         assert own.wait(5) == 3
     finally:
@@ -374,10 +375,10 @@ def test_reap_orphans_collects_exited_children_it_did_not_start_and_leaves_its_o
 
 
 def test_a_tag_that_is_not_ascii_is_read_with_replacement_not_an_error():
-    p = subprocess.Popen(["sleep", "30"], env={b"PATH": os.environ["PATH"].encode(), procs.TAG_VAR.encode(): b"t\xff"})
+    p = subprocess.Popen(["sleep", "30"], env={b"PATH": os.environ["PATH"].encode(), pt.TAG_VAR.encode(): b"t\xff"})
     try:
-        assert _wait_for(lambda: procs.environ_tags(p.pid) != ())
-        assert procs.environ_tags(p.pid) == ("t\ufffd",)
+        assert _wait_for(lambda: pt.environ_tags(p.pid) != ())
+        assert pt.environ_tags(p.pid) == ("t\ufffd",)
     finally:
         p.kill()
         p.wait()
@@ -386,8 +387,8 @@ def test_a_tag_that_is_not_ascii_is_read_with_replacement_not_an_error():
 def test_stat_fields_tell_the_process_group_from_the_session():
     p = subprocess.Popen(["sleep", "30"], process_group=0)  # a group of its own, in our session
     try:
-        assert _wait_for(lambda: procs.stat_fields(p.pid) is not None)
-        assert procs.stat_fields(p.pid)[2:] == (p.pid, os.getsid(0))
+        assert _wait_for(lambda: pt.stat_fields(p.pid) is not None)
+        assert pt.stat_fields(p.pid)[2:] == (p.pid, os.getsid(0))
     finally:
         p.kill()
         p.wait()
