@@ -167,10 +167,18 @@ def test_cli_writes_a_site_and_names_bad_input(tmp_path, capsys):
     assert "'--out'" in capsys.readouterr().err
 
 
+def _interruptible() -> None:
+    """Ctrl-C as a terminal gives it: a child inherits an ignored or blocked SIGINT from the
+    process that starts it (a shell's background job, or this test process after an earlier
+    test changed its own), and Python then never raises KeyboardInterrupt."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_cli_serves_on_loopback_until_ctrl_c(tmp_path):
     store = _write_run(ResultStore.open(str(tmp_path / "store")))
     proc = subprocess.Popen([sys.executable, "-m", "farm.cli", "view", RUN, "--store", store.uri, "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_interruptible)
     try:
         line = proc.stdout.readline()
         url = re.search(r"at (http://127\.0\.0\.1:\d+/) ", line)
