@@ -81,6 +81,10 @@ class TrialResult:
     image_source: str | None = None  # pulled | built | cached | local | host
     image_id: str | None = None
     image_build_s: float | None = None
+    # Kubernetes: seconds from the pod's Pulling event to its Pulled event (0.0: the image was
+    # already on the node) and the node the pod ran on; null on backends without pulls or nodes
+    image_pull_s: float | None = None
+    sandbox_node: str | None = None
     base_image_standin: bool | None = None
     image_unfaithful: bool | None = None
     sandbox_backend: str | None = None
