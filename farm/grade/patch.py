@@ -20,9 +20,26 @@ class PatchError(FarmError, RuntimeError):
     """The patch could not be captured (infrastructure) — the trial cannot be graded fairly."""
 
 
+# git's own "no": not a repository, or a directory it cannot enter (both exit 128). 127 is "no
+# git in this image", which also means no work tree. Any other status (126 "cannot execute", a
+# signal, a timeout) means git did not get to answer: calling that "not a work tree" would
+# record an empty patch for work that exists, and fresh grading or a regrade would score it.
+_GIT_SAYS_NO = (127, 128)
+
+
 async def is_git_worktree(sandbox: Sandbox, workdir: str) -> bool:
+    """Whether ``workdir`` is inside a git work tree.
+
+    Raises:
+        PatchError: git could not run to answer (exit 126, a signal, a timeout).
+    """
     res = await sandbox.exec(f"git -C {shlex.quote(workdir)} rev-parse --is-inside-work-tree", timeout_s=30, cwd="/")
-    return res.exit_code == 0 and res.stdout.strip() == "true"
+    if res.exit_code == 0 and not res.timed_out:
+        return res.stdout.strip() == "true"
+    if res.exit_code in _GIT_SAYS_NO and not res.timed_out:
+        return False
+    raise PatchError(f"git could not run in the sandbox to find the work tree at {workdir} "
+                     f"(exit {res.exit_code}{', timed out' if res.timed_out else ''}): {res.stderr[-300:].strip()}")
 
 
 async def head_commit(sandbox: Sandbox, workdir: str) -> str | None:
@@ -40,10 +57,18 @@ async def capture_patch(sandbox: Sandbox, workdir: str, require_git: bool = True
     fresh grading and regrading would see nothing.
 
     Raises:
-        PatchError: not a git work tree where one is required, git failed, or the patch is
-            larger than PATCH_CAP.
+        PatchError: not a git work tree where one is required, git could not run or failed,
+            or the patch is larger than PATCH_CAP.
     """
-    if not await is_git_worktree(sandbox, workdir):
+    try:
+        inside = await is_git_worktree(sandbox, workdir)
+    except PatchError:
+        if require_git:
+            raise
+        # the task is graded in place, not by this patch: an agent that broke git must not turn
+        # its trial into an infra error
+        return ""
+    if not inside:
         if require_git:
             raise PatchError(f"workdir {workdir} is not a git work tree, and the task requires a git patch")
         return ""

@@ -198,3 +198,37 @@ async def test_a_non_utf8_text_change_survives_capture_and_apply(tmp_path: Path)
         assert (await fresh.read_file("/app/a.txt")) == b"one\ntwo\ncaf\xe9\n"
     finally:
         await fresh.close()
+
+
+class _WithPath:
+    """The real sandbox, with the PATH its commands see chosen by the test."""
+
+    def __init__(self, sb: LocalSandbox, path: str) -> None:
+        self._sb, self._path = sb, path
+
+    async def exec(self, command: str, **kw):  # noqa: ANN003, ANN201
+        kw["env"] = {**(kw.get("env") or {}), "PATH": self._path}
+        return await self._sb.exec(command, **kw)
+
+
+async def test_git_that_cannot_run_is_reported_as_such(tmp_path: Path) -> None:
+    # exit 126 ("cannot execute") used to read as "not a work tree", which hid the real cause
+    sb = await _sandbox(tmp_path, "a")
+    try:
+        r = await sb.exec("mkdir -p /tmp/nox && echo '#!/bin/sh' > /tmp/nox/git && chmod 644 /tmp/nox/git", cwd="/")
+        assert r.exit_code == 0, r.output
+        broken = _WithPath(sb, "/tmp/nox")  # bash skips a non-executable git when another one follows
+        assert (await broken.exec("git --version", cwd="/")).exit_code == 126
+        with pytest.raises(gp.PatchError, match=r"git could not run .*exit 126"):
+            await gp.is_git_worktree(broken, "/app")
+        with pytest.raises(gp.PatchError, match="exit 126"):
+            await gp.capture_patch(broken, "/app")  # the real cause, not "not a git work tree"
+        # where the task is graded in place, an agent that broke git is not an infra error
+        assert await gp.capture_patch(broken, "/app", require_git=False) == ""
+        # no git at all (127) still means "no work tree": such images grade in place
+        no_git = _WithPath(sb, "/tmp/empty-path")
+        assert (await no_git.exec("git --version", cwd="/")).exit_code == 127
+        assert await gp.is_git_worktree(no_git, "/app") is False
+        assert await gp.capture_patch(no_git, "/app", require_git=False) == ""
+    finally:
+        await sb.close()
