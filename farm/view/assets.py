@@ -30,6 +30,8 @@ details{margin:3px 0} summary{cursor:pointer;font-size:12px;color:#333}
 .diff .hunk{color:#6a1b9a}
 .pair{display:grid;grid-template-columns:1fr 1fr;gap:14px} .arm{min-width:0;overflow-x:auto} .arm[hidden]{display:none}
 .arm dl.facts{grid-template-columns:repeat(2,max-content minmax(6em,auto))}
+details.attempt{border:1px solid #bbb;border-radius:4px;padding:4px 8px;margin:8px 0;background:#fcfcfd}
+details.attempt>summary{font-size:13px;font-weight:bold}
 """
 
 # Shared by every page: on a trial page, previous / next trial in the run table's last filtered and
@@ -48,6 +50,10 @@ document.querySelectorAll('a[data-back]').forEach(function(a){try{var h=sessionS
 document.querySelectorAll('[data-toggle]').forEach(function(b){b.addEventListener('click',function(){
   var open=b.dataset.toggle==='open';
   document.querySelectorAll('.steps details').forEach(function(d){d.open=open;});});});
+// a link to a step or an attempt folded inside <details> (an earlier attempt) opens what holds it
+function farmReveal(){var e=location.hash&&document.getElementById(decodeURIComponent(location.hash.slice(1)));
+  for(;e;e=e.parentElement){if(e.tagName==='DETAILS')e.open=true;}}
+window.addEventListener('hashchange',farmReveal);farmReveal();
 """
 
 # The run page: filters, sort and pagination over the rows of trials.js (window.FARM_TRIALS), in

@@ -231,8 +231,41 @@ def _facts(trial: dict[str, Any], keys: tuple[tuple[str, str], ...] = FACTS) -> 
     return facts
 
 
+ATTEMPT_FACTS = (("status", "status"), ("reward", "reward"), ("exit reason", "exit_reason"),
+                 ("error class", "error_class"), ("model (answered)", "model"), ("steps", "steps"),
+                 ("wall s", "wall_s"), ("worker", "worker"), ("attempt uid", "attempt_uid"))
+
+
+def _is(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if a.get("attempt_uid") or b.get("attempt_uid"):
+        return a.get("attempt_uid") == b.get("attempt_uid")
+    return a.get("attempt") == b.get("attempt")
+
+
+def _attempt_label(a: dict[str, Any]) -> str:
+    return " · ".join(str(x) for x in (f"attempt {a['attempt']}", a["status"], a.get("error_class")) if x)
+
+
+def earlier_attempts_html(view: RunView, trial: dict[str, Any], attempts: list[dict[str, Any]]) -> str:
+    """The attempts before ``trial`` (the latest), newest first, each folded under its number,
+    status and error class: its row, every step, its artifacts (retries are infra errors, whose
+    steps say where the sandbox or endpoint gave out)."""
+    out = []
+    for a in reversed([a for a in attempts if not _is(a, trial)]):
+        tag = f"attempt{a['attempt']}-"
+        steps = view.steps_of(a)
+        out.append(f'<details class=attempt id="{tag}top"><summary>{escape(_attempt_label(a))} · {len(steps)} '
+                   f'steps</summary>{_facts(a, ATTEMPT_FACTS)}'
+                   f'{steps_html(steps, list(a.get("hack_flags") or []), anchor=f"{tag}step")}'
+                   f'{artifacts_html(view, a, anchor=tag)}</details>')
+    if not out:
+        return ""
+    return f"<h2>earlier attempts ({len(out)})</h2>\n" + "\n".join(out)
+
+
 def trial_page(view: RunView, trial: dict[str, Any]) -> str:
-    """t/<page>.html: one trial's latest attempt, every step, its patch and verifier output."""
+    """t/<page>.html: one trial's latest attempt, every step, its patch and verifier output; then
+    every earlier attempt of the trial, folded."""
     steps = view.steps_of(trial)
     cell = (trial["benchmark"], trial["task_id"], trial["seed"])
     pair = ""
@@ -240,23 +273,31 @@ def trial_page(view: RunView, trial: dict[str, Any]) -> str:
         href = f"../c/{view.cells()[cell]}.html?a={quote(trial['arm'], safe='')}"
         pair = f' · <a href="{escape(href)}">other arms on this task and seed</a>'
     attempts = view.attempts_of(trial)
-    earlier = ""
+    listed = ""
     if len(attempts) > 1:
-        rows = "".join(f"<tr><td>{a['attempt']}</td><td class=\"s-{escape(a['status'])}\">{escape(a['status'])}</td>"
-                       f"<td>{escape(a.get('error_class') or '')}</td>"
-                       f"<td>{escape((a.get('error') or '')[:200])}</td></tr>" for a in attempts)
-        earlier = (f"<h2>attempts ({len(attempts)})</h2><p class=note>the page shows the latest; earlier ones "
-                   f"count for cost only</p><table><tr><th>attempt</th><th>status</th><th>error class</th>"
-                   f"<th>error</th></tr>{rows}</table>")
+        rows = "".join(
+            f"<tr><td>{_attempt_link(a, trial)}</td><td class=\"s-{escape(a['status'])}\">{escape(a['status'])}</td>"
+            f"<td>{escape(a.get('error_class') or '')}</td><td>{escape((a.get('error') or '')[:200])}</td></tr>"
+            for a in reversed(attempts))
+        listed = (f"<h2>attempts ({len(attempts)})</h2><p class=note>latest first: its steps are below, the "
+                  f"earlier ones' after them, folded (the report counts the latest; all count for cost)</p>"
+                  f"<table><tr><th>attempt</th><th>status</th><th>error class</th><th>error</th></tr>{rows}</table>")
     walk = f'<span id=walk data-page="{page_name(trial["trial_key"])}"></span>'
+    label = f" of attempt {trial['attempt']}" if len(attempts) > 1 else ""
     body = f"""<nav><a data-back href="../index.html">← run {escape(view.run_id)}</a>{walk}{pair}</nav>
 <h1>{escape(trial['task_id'])} · {escape(trial['arm'])} · seed {trial['seed']}</h1>
-{_facts(trial)}{earlier}
-<h2>steps ({len(steps)})</h2>
+{_facts(trial)}{listed}
+<h2>steps{label} ({len(steps)})</h2>
 {TOGGLES}
 {steps_html(steps, list(trial.get('hack_flags') or []))}
-{artifacts_html(view, trial)}"""
+{artifacts_html(view, trial)}
+{earlier_attempts_html(view, trial, attempts)}"""
     return _page(f"{trial['task_id']} · {trial['arm']} · {view.run_id}", body)
+
+
+def _attempt_link(a: dict[str, Any], latest: dict[str, Any]) -> str:
+    n = escape(str(a["attempt"]))
+    return f"{n} (latest)" if _is(a, latest) else f'<a href="#attempt{n}-top">{n}</a>'
 
 
 SHORT_FACTS = (("status", "status"), ("reward", "reward"), ("exit reason", "exit_reason"),

@@ -48,7 +48,7 @@ def _steps(t: TrialResult) -> list[StepRow]:
         {"role": "tool", "tool_call_id": "c1", "content": LONG_OUTPUT},
         {"role": "tool", "tool_call_id": "c2", "content": "short <script>alert(1)</script>"},
     ]
-    last = [{"role": "assistant", "content": f"Done with {t.task_id}."}]
+    last = [{"role": "assistant", "content": f"Done with {t.task_id}, try {t.attempt}."}]
     return [
         StepRow(run_id=RUN, trial_key=t.trial_key, attempt=t.attempt, step=0, attempt_uid=t.attempt_uid, latency_s=1.25,
                 prompt_tokens=1000, completion_tokens=40, reasoning_tokens=12, n_tool_calls=2,
@@ -111,7 +111,7 @@ def test_static_site_holds_every_trial_with_its_steps_patch_and_verifier(store, 
     assert page.count('<section class="step') == 2
     assert '<section class="step flagged" id="step-0">' in page  # read_tests@0
     assert "I should list files for alpha first." in page  # reasoning
-    assert "Looking at alpha as tools." in page and "Done with alpha." in page
+    assert "Looking at alpha as tools." in page and "Done with alpha, try 1." in page
     assert "<span class=tool>Bash</span>" in page and "{bad json" in page  # malformed arguments as sent
     # the 60-line observation is folded, the short one open; tool output is escaped, never markup
     assert "<details class=\"obs\"><summary>observation · Bash · 0.50 s · 60 lines" in page
@@ -123,7 +123,17 @@ def test_static_site_holds_every_trial_with_its_steps_patch_and_verifier(store, 
     broken = (out / "t" / f"{rows[4]['page']}.html").read_text()
     assert "no patch or verifier output stored" in broken and "Traceback: boom" in broken
     assert "<h2>attempts (2)</h2>" in broken and "first try" in broken  # the retried attempt is listed
-    assert broken.count('<section class="step') == 2  # the latest attempt's steps only
+    # every attempt's steps: the latest open first, then the earlier one folded under its status and class
+    latest, earlier = broken.split("<h2>earlier attempts (1)</h2>")
+    assert latest.count('<section class="step') == 2 and "Done with gamma, try 2." in latest
+    assert "try 1." not in latest and "Traceback: boom" in latest  # attempt 2's own artifact
+    assert earlier.count('<section class="step') == 2 and "Done with gamma, try 1." in earlier
+    assert earlier.startswith('\n<details class=attempt id="attempt1-top"><summary>attempt 1 · infra_error · '
+                              'sandbox_start · 2 steps</summary>')
+    assert '<dd class="s-infra_error">infra_error</dd>' in earlier and "first try" in earlier
+    ids = re.findall(r' id="([^"]+)"', broken)
+    assert len(ids) == len(set(ids)) and "attempt1-step-0" in ids  # the steps' anchors do not collide
+    assert '<a href="#attempt1-top">1</a>' in latest and "2 (latest)" in latest
 
     pair = (out / "c" / f"{rows[0]['cell']}.html").read_text()
     assert pair.count("class=arm data-arm=") == 2
@@ -141,7 +151,7 @@ def test_served_pages_are_drawn_on_request_and_unknown_ones_are_404(store):
             assert len(_rows(http.get("/trials.js").text)["rows"]) == 5
             assert view.stats.step_rows == 0 and view.stats.index_rows == 0  # the run page reads no steps
             page = http.get(f"/t/{page_name('kbetatools')}.html")
-            assert page.status_code == 200 and "Done with beta." in page.text
+            assert page.status_code == 200 and "Done with beta, try 1." in page.text
             assert view.stats.step_rows == 2 and view.stats.step_files == 1  # its own two steps, one file
             for path in ("/t/nosuchtrial.html", "/t/../../etc/passwd", "/c/0000.html", "/other"):
                 r = http.get(path)
@@ -183,7 +193,8 @@ def test_cli_serves_on_loopback_until_ctrl_c(tmp_path):
         line = proc.stdout.readline()
         url = re.search(r"at (http://127\.0\.0\.1:\d+/) ", line)
         assert url, line + proc.stderr.read()
-        assert "Done with beta." in httpx.get(url.group(1) + f"t/{page_name('kbetatools')}.html", timeout=10).text
+        page = httpx.get(url.group(1) + f"t/{page_name('kbetatools')}.html", timeout=10)
+        assert "Done with beta, try 1." in page.text
         proc.send_signal(signal.SIGINT)
         # both pipes drained while it stops (a full stderr pipe would block its exit), and a
         # loaded machine's interpreter shutdown allowed its time
