@@ -9,7 +9,9 @@ costs seconds and one line naming the URL, not minutes of retried trials that al
    request shape, so the server's tool-call parser is what is checked (``"required"`` would
    let vLLM bypass it with guided decoding) -- its
    ``response.model`` is one of the listed ids, and (unless ``model.preflight_tool_call`` is
-   false) its first tool call names the offered tool with JSON-object arguments.
+   false) its first tool call names the offered tool with JSON-object arguments;
+3. the per-turn cap is honoured (farm/run/turn_cap.py): a server that drops
+   ``max_completion_tokens`` is refused with the override that fixes it.
 
 farm's own policy endpoints (oracle / nop / scripted) are real HTTP servers and get the same
 check; they answer the probe (``X-Farm-Task: farm-preflight``) with one call of the offered tool.
@@ -27,6 +29,7 @@ import openai
 
 from farm.config import ModelConfig
 from farm.errors import FarmError
+from farm.run.turn_cap import turn_cap_problem
 
 PROBE_PROMPT = "This is a connectivity check. Call the {tool} tool once, with the arguments it requires."
 
@@ -71,7 +74,7 @@ def _status_text(exc: openai.APIStatusError) -> str:
 
 
 async def check_endpoint(model: ModelConfig, tool: dict[str, Any], *, timeout_s: float,
-                         session_header: str | None = None) -> EndpointInfo:
+                         session_header: str | None = None, check_cap: bool = True) -> EndpointInfo:
     """Check one endpoint as the agent will use it.
 
     Raises:
@@ -124,6 +127,13 @@ async def check_endpoint(model: ModelConfig, tool: dict[str, Any], *, timeout_s:
             )
         if model.preflight_tool_call:
             _check_tool_call(url, resp, name)
+        if check_cap:
+            try:
+                problem = await turn_cap_problem(client, model, timeout_s=max(timeout_s, min(model.timeout_s, 300.0)))
+            except openai.APIError as exc:
+                raise PreflightError(f"endpoint {url}: the per-turn cap check failed: {_cause(exc)}") from None
+            if problem:
+                raise PreflightError(f"endpoint {url}: {problem}")
         return EndpointInfo(url, served, listed)
     finally:
         await client.close()

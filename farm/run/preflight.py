@@ -111,7 +111,8 @@ async def check_arm_endpoint(cfg: FarmConfig) -> EndpointInfo:
     server = await asyncio.to_thread(start_policy_server, policy, script=cfg.agent.script)
     try:
         model = replace(cfg.model, base_url=server.base_url, name=policy, preflight_tool_call=True)
-        return await check_endpoint(model, _probe_tool(cfg), timeout_s=timeout)
+        # farm's own policy servers write no tokens to cap
+        return await check_endpoint(model, _probe_tool(cfg), timeout_s=timeout, check_cap=False)
     finally:
         await asyncio.to_thread(server.close)
 
