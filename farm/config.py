@@ -211,7 +211,7 @@ class FarmConfig:
 
 REPORT_SINKS = ("wandb", "mlflow")  # farm/report/sinks.py
 CHOICES: dict[str, tuple[str, ...]] = {
-    "sandbox.backend": ("local", "kubernetes", "docker"),
+    "sandbox.backend": ("local", "kubernetes", "docker", "none"),
     "sandbox.local.public_network": ("isolated", "host"),
     "sandbox.kubernetes.capabilities": CAPABILITY_PROFILES,
     "sandbox.kubernetes.agent_network": (None, "public", "no-network"),

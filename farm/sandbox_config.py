@@ -84,11 +84,19 @@ class DockerSandboxConfig:
 
 
 @dataclass
+class NullSandboxConfig:
+    """``sandbox.none.*``: the benchmark-only backend that isolates and runs nothing (farm/sandbox/null.py)."""
+
+    reward: float = 1.0  # the constant every null verifier "writes": rows of sandbox_backend=none measure no agent
+
+
+@dataclass
 class SandboxConfig:
-    backend: str = "local"  # local | kubernetes | docker
+    backend: str = "local"  # local | kubernetes | docker | none (benchmarks of the orchestrator only)
     # the task's image: pull the image it names, build its environment/Dockerfile, or pull and
     # build when the pull fails (farm/sandbox/images.py)
     image_policy: str = "pull-or-build"
     local: LocalSandboxConfig = field(default_factory=LocalSandboxConfig)
     kubernetes: KubernetesSandboxConfig = field(default_factory=KubernetesSandboxConfig)
     docker: DockerSandboxConfig = field(default_factory=DockerSandboxConfig)
+    none: NullSandboxConfig = field(default_factory=NullSandboxConfig)

@@ -22,6 +22,7 @@ BACKEND_MODULES: dict[str, str] = {
     "local": "farm.sandbox.local",
     "kubernetes": "farm.sandbox.kubernetes",
     "docker": "farm.sandbox.container",
+    "none": "farm.sandbox.null",  # no isolation: refused outside bench/fanout.py (farm/sandbox/null.py)
 }
 
 
