@@ -45,23 +45,42 @@ REASONING_PARSERS_0_32 = frozenset(
     "kimi_k2 kimi_k3 ling3 mimo minicpmv minimax_m2 minimax_m2_append_think minimax_m3 mistral "
     "muse_glimmer nemotron_v3 olmo3 openai_gptoss plamo3 poolside_v1 qwen3 seed_oss step3 step3p5".split()
 )
+# Parser names that farm's own vLLM plugins register (checked offline without importing vLLM).
+FARM_TOOL_PARSERS = {"farm.serve.vllm_lenient_parser": frozenset({"hermes_lenient_json"})}
+PLUGIN_CALLBACK = "farm.serve.plugins:ImportParserPlugins"
 # Set by Ray Serve LLM from model_loading_config; vLLM must not see them twice.
 FORBIDDEN_ENGINE_KWARGS = ("model", "served_model_name")
 BUCKET_SCHEMES = ("s3://", "gs://", "abfss://", "azure://", "pyarrow-")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
-def _registries() -> tuple[frozenset[str], frozenset[str], str]:
+def _registries(tool_parser_plugin: str | None = None) -> tuple[frozenset[str], frozenset[str], str]:
     try:
         from vllm.reasoning import ReasoningParserManager
         from vllm.tool_parsers import ToolParserManager
     except Exception:  # noqa: BLE001 - any import failure means "no live registry here"
-        return TOOL_PARSERS_0_32, REASONING_PARSERS_0_32, "vllm 0.32.0 (not importable here)"
+        return TOOL_PARSERS_0_32 | FARM_TOOL_PARSERS.get(tool_parser_plugin or "", frozenset()), \
+            REASONING_PARSERS_0_32, "vllm 0.32.0 (not importable here)"
+    if tool_parser_plugin:
+        import_parser_plugin(tool_parser_plugin)
     return (
         frozenset(ToolParserManager.list_registered()),
         frozenset(ReasoningParserManager.list_registered()),
         "the installed vllm",
     )
+
+
+def import_parser_plugin(module: str) -> None:
+    """Import a ``tool_parser_plugin`` (a dotted module name) so that its parser registers."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - any failure: the plugin cannot be used
+        raise ConfigError(
+            f"invalid value {module!r} for 'model.serving.engine_kwargs.tool_parser_plugin': "
+            f"cannot import it as a module ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def engine_arg_names() -> frozenset[str] | None:
@@ -118,7 +137,7 @@ def check_serving(cfg: FarmConfig, *, check_port: bool = True, check_files: bool
             f"invalid value {serving.synthesize!r} for 'model.serving.synthesize': choose 'tiny-qwen3' or null"
         )
     ek = serving.engine_kwargs
-    tools, reasoning, where = _registries()
+    tools, reasoning, where = _registries(ek.get("tool_parser_plugin"))
     if ek.get("tool_call_parser") is not None and ek["tool_call_parser"] not in tools:
         raise ConfigError(
             f"invalid value {ek['tool_call_parser']!r} for 'model.serving.engine_kwargs.tool_call_parser': "
@@ -225,6 +244,11 @@ def llm_config(cfg: FarmConfig) -> dict[str, Any]:
         out["log_engine_metrics"] = False
     elif s.accelerator_type:
         out["accelerator_type"] = s.accelerator_type
+    plugin = s.engine_kwargs.get("tool_parser_plugin")
+    if plugin:
+        # Ray Serve LLM never imports vLLM's tool_parser_plugin (vllm serve does): a callback
+        # constructed in the replica before the engine starts imports it (farm/serve/plugins.py)
+        out["callback_config"] = {"callback_class": PLUGIN_CALLBACK, "callback_kwargs": {"modules": [plugin]}}
     env = {**session_env(model), **{str(k): str(v) for k, v in (s.runtime_env.get("env_vars") or {}).items()}}
     out["runtime_env"] = {**copy.deepcopy(dict(s.runtime_env)), "env_vars": env}
     return out
