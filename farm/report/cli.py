@@ -48,16 +48,18 @@ def print_and_render(
     if claims_dir:
         merged["claims_dir"] = claims_dir
     options = ReportOptions.from_config({"report": merged})
+    sinks = parse_sinks(merged.get("sinks"))  # an unknown sink fails before anything is computed
     claims = Path(merged["claims_dir"]) if merged.get("claims_dir") else None
     registry = load_claims(claims)
-    for run in runs:  # the terminal shows the report's main table, with the same options and claims
-        console.print(summary_table(run, registry, options))
+    # computed once: the terminal table, the files and every sink show this one content
+    content = compute(runs, registry, options)
+    for run in runs:
+        console.print(summary_table(run, registry, options, content=content))
+    figures = all_figures(content) if out_dir or sinks else []
     if out_dir:
-        paths = render.build_report(runs, Path(out_dir), claims_dir=claims, options=options)
+        paths = render.write_report(content, Path(out_dir), figures)
         console.print(f"report written to {paths.markdown.parent}: {paths.markdown.name}, {paths.html.name}, "
                       f"{len(paths.csv)} CSV tables, {len(paths.figures)} plots")
-    sinks = parse_sinks(merged.get("sinks"))
     if sinks:  # the same content and figures the report renders (farm/report/sinks.py)
-        content = compute(runs, registry, options)
-        for name, where in send(content, all_figures(content), sinks).items():
+        for name, where in send(content, figures, sinks).items():
             console.print(f"report sent to {name}: {where}", highlight=False, soft_wrap=True)

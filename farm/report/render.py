@@ -208,15 +208,18 @@ def build_report(
     """
     if not runs:
         raise ValueError("build_report: no runs given")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     options = options or ReportOptions.from_config(runs[0].config)
     if claims_dir is None:
         cd = (runs[0].config.get("report") or {}).get("claims_dir")
         claims_dir = Path(cd) if cd else None
-    registry = load_claims(claims_dir)
-    content = compute(runs, registry, options)
-    figures = all_figures(content)
+    content = compute(runs, load_claims(claims_dir), options)
+    return write_report(content, out_dir, all_figures(content))
+
+
+def write_report(content: ReportContent, out_dir: Path, figures: list[tuple[str, str, bytes]]) -> ReportPaths:
+    """Write a computed report (``tables.compute``) and its figures (``plots.all_figures``) to ``out_dir``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
     paths = ReportPaths(markdown=out_dir / "report.md", html=out_dir / "report.html")

@@ -21,7 +21,7 @@ from farm.report.data import RunData
 from farm.report.layout import fmt, fmt_ci
 from farm.report.main_table import claim_cell, infra_cell, model_cell
 from farm.report.stats import pooled_rate
-from farm.report.tables import ReportOptions, compute
+from farm.report.tables import ReportContent, ReportOptions, compute
 
 WIDTH = 100  # the terminal width the summary is laid out for (tests render it at this width)
 VERDICT_STYLE = {"reproduced": "green", "below": "red", "above": "red", "incomplete": "magenta"}
@@ -55,18 +55,23 @@ def _table(title: str | None, columns: list[Spec], first_width: int) -> Table:
 
 
 def summary_table(run: RunData, registry: ClaimsRegistry | None = None,
-                  options: ReportOptions | None = None) -> RichGroup:
+                  options: ReportOptions | None = None, content: ReportContent | None = None) -> RichGroup:
     """The run's main table for a terminal of 100 columns: score and claim, then trust.
 
-    ``registry``/``options`` default to the run's ``report.claims_dir`` and ``report.*``."""
-    options = options or ReportOptions.from_config(run.config)
-    if registry is None:
-        claims_dir = (run.config.get("report") or {}).get("claims_dir")
-        registry = load_claims(Path(claims_dir) if claims_dir else None)
-    content = compute([run], registry, options)
-    graded = {(g.benchmark, g.arm, g.model): pooled_rate(g.resolved, g.graded) for g in content.groups}
+    ``registry``/``options`` default to the run's ``report.claims_dir`` and ``report.*``;
+    ``content``, the report already computed for this run (and others), is used instead of
+    computing it again (its rows of this run: every statistic depends on its own group only)."""
+    if content is None:
+        options = options or ReportOptions.from_config(run.config)
+        if registry is None:
+            claims_dir = (run.config.get("report") or {}).get("claims_dir")
+            registry = load_claims(Path(claims_dir) if claims_dir else None)
+        content = compute([run], registry, options)
+    groups = [g for g in content.groups if g.run_id == run.run_id]
+    main = [r for r in content.main if r.run_id == run.run_id]
+    graded = {(g.benchmark, g.arm, g.model): pooled_rate(g.resolved, g.graded) for g in groups}
     classes: dict[tuple[str, str, str], dict[str, int]] = {}
-    for g in content.groups:
+    for g in groups:
         per = classes.setdefault((g.benchmark, g.arm, g.model), {})
         for t in g.trials:
             if t["status"] in ("model_error", "infra_error") or t.get("error_class"):
@@ -74,11 +79,11 @@ def summary_table(run: RunData, registry: ClaimsRegistry | None = None,
                 per[name] = per.get(name, 0) + 1
 
     # the benchmark and arm names keep their width (up to 20) so they are not broken mid-word
-    first = min(20, max((len(x) for r in content.main for x in (r.benchmark, r.arm)), default=9))
+    first = min(20, max((len(x) for r in main for x in (r.benchmark, r.arm)), default=9))
     score = _table(f"run {run.run_id} · config {run.config_hash[:12]}", SCORE, first)
     trust = _table(None, TRUST, first)
     error_lines = []
-    for row in content.main:
+    for row in main:
         r = vars(row)
         key = (row.benchmark, row.arm, row.model)
         where = escape(f"{row.benchmark}\n{row.arm}")
@@ -102,7 +107,7 @@ def summary_table(run: RunData, registry: ClaimsRegistry | None = None,
             error_lines.append(escape(f"error classes, {row.benchmark} · {row.arm}: "
                                       + ", ".join(f"{k}={v}" for k, v in named)))
     warnings = error_lines + [f"[bold yellow]warning:[/bold yellow] {escape(cv.text)}" for cv in image_caveats([run])]
-    if not content.main:
+    if not main:
         warnings.insert(0, "no trials")
     if warnings:
         trust.caption = "\n".join(warnings)

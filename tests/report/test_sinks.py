@@ -89,3 +89,34 @@ def test_farm_run_with_the_wandb_sink_sends_its_report(tmp_path: Path, monkeypat
     summary, config = summary_and_config(run_file)
     assert summary["builtin/base/nop/avg_at_k"] == 0.0 and summary["builtin/base/nop/n_unresolved"] == 1.0
     assert config["report"]["sinks"] == ["wandb"]
+
+
+def test_the_report_is_computed_once_for_the_terminal_the_files_and_the_sink(
+        demo_runs: DemoRuns, tmp_path: Path, monkeypatch) -> None:
+    """group_stats runs once per (benchmark, arm, model) group inside every report computation, and
+    benchmark_bars once per set of figures: a second computation anywhere doubles the count."""
+    import mlflow
+
+    from farm.report import plots, tables
+
+    calls = {"group_stats": 0, "benchmark_bars": 0}
+
+    def counted(module, name):
+        real = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+        monkeypatch.setattr(module, name, wrapper)
+
+    counted(tables, "group_stats")
+    counted(plots, "benchmark_bars")
+    uri = (tmp_path / "mlruns").as_uri()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    results = _report(demo_runs, tmp_path / "report", "mlflow")
+    assert calls == {"group_stats": len(results), "benchmark_bars": 1}  # three groups, one computation
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("diffdemo").experiment_id])
+    for group, row in results.items():  # and the sink holds that computation's numbers
+        assert run.data.metrics[f"{group}/avg_at_k"] == pytest.approx(float(row["avg_at_k"]), abs=1e-6)
