@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -16,12 +17,15 @@ from farm.report.atif import export_run, trajectory
 from farm.report.data import ReportInputError, RunData, load_run
 from farm.store import ResultStore
 from farm.store.schema import STEPS_SCHEMA, TRIALS_SCHEMA, StepRow, to_table
+from tests.shared import REPO, env_flag
 
 from .conftest import REASONING, SOLVED, DemoRuns
 from .synth import meta, plan_table, trial
 
 DATA = Path(__file__).with_name("data")
 SCHEMA = json.loads((DATA / "atif-trajectory.schema.json").read_text())
+HARBOR_SCRIPT = REPO / "scripts" / "harbor_python.py"
+REQUIRE_HARBOR_ENV = "FARM_REQUIRE_HARBOR"  # set by CI: a Harbor that is not built fails the round trip
 
 
 def _export(demo_runs: DemoRuns, run_id: str, out: Path) -> list[dict]:
@@ -131,17 +135,53 @@ def test_export_holds_messages_reasoning_tools_tokens_timing_and_reward(demo_run
             assert doc["extra"]["reward"] == (1.0 if t["task_id"] == SOLVED else 0.0)
 
 
-def test_harbor_reads_the_export_back_unchanged(demo_runs: DemoRuns, tmp_path: Path) -> None:
+def _harbor_python() -> str:
+    """FARM_HARBOR_PYTHON, else the one scripts/harbor_python.py built (`make harbor-python`);
+    none: a skip, or a failure under FARM_REQUIRE_HARBOR=1 (CI builds it first)."""
     python = os.environ.get("FARM_HARBOR_PYTHON")
-    if not python:
-        pytest.skip("Harbor needs Python >= 3.12 (this venv is older): set FARM_HARBOR_PYTHON to a python with "
-                    "harbor installed (pip install harbor==0.26.0) to read the export with Harbor's own models")
+    if python:
+        return python
+    done = subprocess.run([sys.executable, str(HARBOR_SCRIPT), "--check"], capture_output=True, text=True,
+                          timeout=180)
+    if done.returncode == 0:
+        return done.stdout.strip().splitlines()[-1]
+    message = (f"Harbor needs Python >= 3.12 (this venv is older) and none is built: "
+               f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")
+    if env_flag(REQUIRE_HARBOR_ENV):
+        pytest.fail(f"{message}; {REQUIRE_HARBOR_ENV}=1 requires it", pytrace=False)
+    pytest.skip(message)
+
+
+def test_harbor_reads_the_export_back_unchanged(demo_runs: DemoRuns, tmp_path: Path) -> None:
+    python = _harbor_python()
     out = tmp_path / "atif"
     docs = _export(demo_runs, demo_runs.run_b, out)
     done = subprocess.run([python, str(DATA / "harbor_roundtrip.py"), str(out)], capture_output=True, text=True,
-                          timeout=120, check=True)
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["harbor"] == "0.26.0"
     assert result["read"] == len(docs) == 6 and result["failures"] == []
+    # Harbor's reader can fail: a document it must refuse is refused
+    broken = out / "broken"
+    broken.mkdir()
+    doc = json.loads(next(out.glob("*.json")).read_text())
+    (broken / "bad.json").write_text(json.dumps(dict(doc, steps=[dict(doc["steps"][0], step_id=7)])))
+    done = subprocess.run([python, str(DATA / "harbor_roundtrip.py"), str(broken)], capture_output=True, text=True,
+                          timeout=300)
+    bad = json.loads(done.stdout.strip().splitlines()[-1])
+    assert bad["read"] == 1 and len(bad["failures"]) == 1 and bad["failures"][0].startswith("bad.json")
+
+
+def test_a_missing_harbor_python_is_named_and_fails_under_farm_require_harbor(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("FARM_HARBOR_PYTHON", raising=False)
+    monkeypatch.setenv("FARM_HARBOR_CACHE", str(tmp_path / "none"))
+    monkeypatch.setenv(REQUIRE_HARBOR_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match=r"holds no harbor-python\.json.*FARM_REQUIRE_HARBOR=1"):
+        _harbor_python()
+    monkeypatch.setenv(REQUIRE_HARBOR_ENV, "0")
+    with pytest.raises(pytest.skip.Exception, match="build it with: python scripts/harbor_python.py"):
+        _harbor_python()
 
 
 def test_a_trial_the_agent_never_reached_is_listed_not_written(tmp_path: Path) -> None:
