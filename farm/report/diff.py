@@ -5,8 +5,9 @@ decision (docs/export.md):
 
 - ``rerun``: something that shapes the rollout differs: any hashed config key outside ``grade``
   (agent, model, sandbox, serve, benchmark source, ...) of the two arms' resolved configs, or
-  the rows' policy, answering model, image, image id or dataset revision. Its agent would have
-  to run again to reproduce the other run's trial.
+  the rows' policy, answering model, image, image id, dataset revision, or the content hash of
+  the agent's script, system prompt or tool list (a file changed under the same path). Its
+  agent would have to run again to reproduce the other run's trial.
 - ``regrade``: only ``grade.*`` differs: the stored patch could be re-graded (``farm regrade``).
 - ``same``: neither differs.
 
@@ -41,8 +42,11 @@ DECISIONS = ("same", "regrade", "rerun")
 SELECTION_KEYS = ("benchmark.task_ids", "benchmark.limit", "benchmark.sample", "benchmark.sample_seed",
                   "run.seeds", "experiment", "model.base_url", "model.api_key_env")
 GRADER_SECTION = "grade"
-# Row columns that say what actually ran; compared when both rows have a value.
-ROW_PROVENANCE = ("policy", "model", "image", "image_id", "dataset_revision")
+# Row columns that say what actually ran; compared when both rows have a value. The content
+# hashes catch a file changed under the same path (the config holds only the path): the
+# scripted policy's agent.script, the system prompt and the tool list the model was shown.
+ROW_PROVENANCE = ("policy", "model", "image", "image_id", "dataset_revision", "agent_script_sha256",
+                  "system_prompt_sha256", "tools_sha256")
 
 Key = tuple[str, str, int, str]  # benchmark, task_id, seed, arm
 FLIPS_SHOWN = 20  # pairs whose status differs, listed in the terminal form

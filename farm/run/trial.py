@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import os
 import socket
 import time
@@ -16,6 +17,7 @@ import uuid
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import farm
@@ -105,7 +107,19 @@ def base_row(spec: TrialSpec, attempt: int, cfg: FarmConfig, task: Task, uid: st
         config_hash=chash or config_hash(cfg), farm_version=farm.__version__,
         worker=f"{socket.gethostname()}:{os.getpid()}", attempt_uid=uid, started_at=time.time(),
         **prompt_columns(cfg.agent.system_prompt_file, cfg.agent.tools_file),
+        agent_script_sha256=script_sha256(cfg),
     )
+
+
+def script_sha256(cfg: FarmConfig) -> str | None:
+    """The content hash of the scripted policy's ``agent.script``; None for any other policy, or
+    when the file cannot be read (the policy server then fails with the file's own error)."""
+    if resolved_agent(cfg) != "scripted" or not cfg.agent.script:
+        return None
+    try:
+        return hashlib.sha256(Path(cfg.agent.script).expanduser().read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def _fill_agent_counters(row: TrialResult, traj: Any) -> None:

@@ -68,8 +68,14 @@ class TrialResult:
     # whose words the model saw (farm/agent/tools.py prompt_identity): farm | vendor (imported
     # with `farm leaf import`, unchanged) | custom; and the hashes of the prompt and tool list
     prompt_origin: str | None = None
+    # agent.compat: whose tool rules where farm and the vendor differ (docs/agent.md):
+    # leaf-2609 | leaf-legacy (the vendor's) | farm-safe (farm's own; a report marks it)
+    agent_compat: str | None = None
     system_prompt_sha256: str | None = None
     tools_sha256: str | None = None
+    # sha256 of the scripted policy's agent.script file (farm/run/trial.py): a script changed
+    # under the same path is another agent, which the config's path does not show (farm diff)
+    agent_script_sha256: str | None = None
     # provenance
     policy: str | None = None  # oracle | nop | scripted (farm's local policies) | leaf (a model)
     model_preset: str | None = None  # model.name of the config (the preset): what was asked for

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 
 import numpy as np
+import yaml
 
 from farm.cli import main
 from farm.report.ablation import mcnemar, paired_difference
@@ -97,6 +99,9 @@ def test_rows_that_ran_differently_are_reruns_whatever_the_config_says() -> None
     assert decide(row, dict(row), cfg, dict(cfg)) == ("same", [])
     assert decide(row, {**row, "model": "qwen3.5-4b"}, cfg, dict(cfg)) == ("rerun", ["row:model"])
     assert decide(row, {**row, "model": None}, cfg, dict(cfg)) == ("same", [])  # no answer: nothing to compare
+    # the same file names in both configs, another content in one of them
+    for column in ("agent_script_sha256", "system_prompt_sha256", "tools_sha256"):
+        assert decide({**row, column: "aa"}, {**row, column: "bb"}, cfg, dict(cfg)) == ("rerun", [f"row:{column}"])
     assert decide(row, dict(row), cfg, {**cfg, "grade.mode": "fresh"}) == ("regrade", ["grade.mode"])
     # a stored config that no longer loads: the rows' config hashes decide
     assert decide(row, dict(row), None, None) == ("same", [])
@@ -122,3 +127,23 @@ def test_report_with_a_second_run_has_the_diff_section(demo_runs: DemoRuns, tmp_
     assert main(["report", demo_runs.run_a, "--store", demo_runs.store, "--out", str(single),
                  "report.bootstrap=200"]) == 0
     assert not (single / "run_diff.csv").exists()
+
+
+def test_a_script_changed_under_the_same_path_is_a_rerun(tmp_path, capsys) -> None:
+    """Two real runs of the scripted policy with one agent.script path: the file's content differs."""
+    script = tmp_path / "policy.yaml"
+    store = str(tmp_path / "store")
+    digests = []
+    for run_id, reply in (("script-a", "I give up."), ("script-b", "I still give up.")):
+        script.write_text(yaml.safe_dump({"*": [{"content": reply}]}))
+        digests.append(hashlib.sha256(script.read_bytes()).hexdigest())
+        assert main(["run", "-q", "agent=scripted", f"agent.script={script}", "model.name=scripted",
+                     "benchmark.task_ids=[term-dedupe-inbox]", "run.executor=local", f"store.uri={store}",
+                     f"run.id={run_id}", "run.preflight=false", "report.bootstrap=50"]) == 0
+    rows = {r: ResultStore.open(store, create=False).read_trials(r).to_pylist() for r in ("script-a", "script-b")}
+    assert [rows["script-a"][0]["agent_script_sha256"], rows["script-b"][0]["agent_script_sha256"]] == digests
+    capsys.readouterr()
+    assert main(["diff", "script-a", "script-b", "--store", store, "--json", "report.bootstrap=50"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["counts"] == {"same": 0, "regrade": 0, "rerun": 1}
+    assert out["pairs"][0]["changed"] == ["row:agent_script_sha256"]
