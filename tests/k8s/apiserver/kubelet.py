@@ -41,6 +41,26 @@ class KubeletKnobs:
     schedule_s: float = 0.05  # scheduler latency: the first read of a new pod sees it Pending
 
 
+def _container_pid1(bwrap_pid: int, command: list[str]) -> int:
+    """bwrap's child once it runs the container's command, found once.
+
+    Until bwrap's child has exec'd the command its mounts are not set up (an exec entering its
+    namespaces finds no /.farm); /proc/PID/task/TID/children can miss a child while processes
+    come and go, and an exec aimed at bwrap itself would land in the host's namespaces."""
+    want = "\0".join(command) + "\0"
+    for _ in range(1000):
+        child = _child_pid(bwrap_pid)
+        try:
+            status = Path(f"/proc/{child}/status").read_text()
+            cmdline = Path(f"/proc/{child}/cmdline").read_text()
+        except OSError:
+            status = cmdline = ""
+        if child != bwrap_pid and f"\nPPid:\t{bwrap_pid}\n" in status and cmdline == want:
+            return child
+        time.sleep(0.01)
+    raise RuntimeError(f"bwrap {bwrap_pid} never ran the container command {command}")
+
+
 class _PolicyView:
     """What FakePod asks of the network: does a deny-egress policy select this pod?"""
 
@@ -70,6 +90,8 @@ class PodRuntime:
         self.started_at: float | None = None
         self.deleting = False
         self.gone = threading.Event()
+        self.lock = threading.Lock()
+        self.pid1: int | None = None  # host pid of the task container's PID 1
 
 
 class Kubelet:
@@ -185,6 +207,7 @@ class Kubelet:
             return
         self.event(pod, "Created", "Created container: farm-toolbox", container="farm-toolbox")
         self.event(pod, "Started", "Started container farm-toolbox", container="farm-toolbox")
+        pod["metadata"].setdefault("labels", {})  # FakePod reads them (a deny policy selects on them)
         fake = FakePod(pod, self.root / "pods", self.policies, self.toolbox)  # type: ignore[arg-type]
         rt.fake = fake
         fake.start()
@@ -196,6 +219,7 @@ class Kubelet:
             return
         rt.init_state = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now_rfc3339(),
                                         "finishedAt": now_rfc3339()}}
+        rt.pid1 = _container_pid1(fake.proc.pid, spec["containers"][0]["command"])  # type: ignore[union-attr]
         name = spec["containers"][0]["name"]
         self.event(pod, "Created", f"Created container: {name}", container=name)
         self.event(pod, "Started", f"Started container {name}", container=name)
@@ -247,17 +271,9 @@ class Kubelet:
                 rt.message = "Pod was active on the node longer than the specified deadline"
                 break
             time.sleep(0.1)
-        proc.wait()
-        if rt.deleting:
-            return
-        code = proc.returncode
-        code = 128 - code if code < 0 else code
-        rt.task_state = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                                        "startedAt": now_rfc3339(), "finishedAt": now_rfc3339()}}
-        rt.phase = "Succeeded" if code == 0 and not rt.reason else "Failed"
-        for t in ("ContainersReady", "Ready"):
-            rt.conditions[t] = ("False", "PodCompleted" if code == 0 else "PodFailed", None)
-        self._publish(rt)
+        code = proc.wait()
+        if not rt.deleting:
+            self._ended(rt, code)
 
     # --- from the API and from tests ------------------------------------------------------
 
@@ -294,7 +310,7 @@ class Kubelet:
         fake = rt.fake
         if fake is not None and fake.proc is not None and fake.proc.poll() is None and grace_s > 0:
             try:
-                os.kill(_child_pid(fake.proc.pid), signal.SIGTERM)
+                os.kill(rt.pid1 or _child_pid(fake.proc.pid), signal.SIGTERM)
             except ProcessLookupError:
                 pass
             t_end = time.monotonic() + grace_s
@@ -309,8 +325,21 @@ class Kubelet:
     def kill_pod(self, namespace: str, name: str) -> None:
         """What a node crash or OOM kill does: the pod's PID 1 dies; the pod object stays (Failed)."""
         rt = self.pods[(namespace, name)]
-        assert rt.fake is not None
+        assert rt.fake is not None and rt.fake.proc is not None
         rt.fake.kill()
+        self._ended(rt, rt.fake.proc.wait())  # the status says so before kill_pod returns
+
+    def _ended(self, rt: PodRuntime, code: int) -> None:
+        with rt.lock:
+            if rt.phase in ("Failed", "Succeeded"):
+                return
+            code = 128 - code if code < 0 else code
+            rt.task_state = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                                            "startedAt": now_rfc3339(), "finishedAt": now_rfc3339()}}
+            rt.phase = "Succeeded" if code == 0 and not rt.reason else "Failed"
+            for t in ("ContainersReady", "Ready"):
+                rt.conditions[t] = ("False", "PodCompleted" if code == 0 else "PodFailed", None)
+            self._publish(rt)
 
     def exec_target(self, namespace: str, name: str, container: str) -> tuple[int, bool]:
         """(host pid of the container's PID 1, own network namespace) for an exec."""
@@ -321,7 +350,8 @@ class Kubelet:
             raise ApiError(400, "BadRequest", f"container {container} is not running in pod {name} (phase {rt.phase})")
         if container not in ("", "task"):
             raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
-        return _child_pid(rt.fake.proc.pid), rt.fake.own_netns
+        assert rt.pid1 is not None
+        return rt.pid1, rt.fake.own_netns
 
     def close(self) -> None:
         for rt in list(self.pods.values()):
