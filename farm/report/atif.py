@@ -17,6 +17,11 @@ Mapping (docs/export.md):
 
 Trials that never reached the agent (a sandbox that did not start) have no step to export and
 are listed, not written: ATIF requires at least one step.
+
+``export_store_run`` (``farm export``) streams the steps table: it reads it file by file in
+record batches and writes each trial's document as soon as the last file holding its rows is
+read, so memory stays at about one steps file (~64 trials, the batch writer's unit) whatever the
+run's size. ``export_run`` does the same from a run already in memory (``RunData``).
 """
 
 from __future__ import annotations
@@ -29,10 +34,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from farm.report.data import ReportInputError, RunData, latest_attempts
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 
+from farm.report.data import ReportInputError, RunData, latest_attempts
+from farm.store.results import ResultStore
+from farm.store.schema import STEPS_SCHEMA
+from farm.view.data import file_schema, table_files
+
+BATCH_ROWS = 1024  # steps rows per record batch of the streamed export
 ATIF_VERSION = "ATIF-v1.7"  # nothing farm writes needs v1.8 (audio content); readers of 1.7 and 1.8 accept it
 AGENT_NAME = "farm"
+
+
+@dataclass
+class ScanStats:
+    """How the steps table was read: in batches, never all at once (a test reads these)."""
+
+    files: int = 0
+    batches: int = 0
+    rows: int = 0  # step rows decoded (those of the exported attempts)
+    peak_rows: int = 0  # the most step rows held at one time
 
 
 @dataclass
@@ -41,6 +64,7 @@ class ExportSummary:
     out_dir: Path
     written: list[Path] = field(default_factory=list)
     without_steps: list[str] = field(default_factory=list)  # trial keys with nothing to export
+    scan: ScanStats = field(default_factory=ScanStats)  # the streamed export's reads (export_store_run)
 
 
 def _json_safe(value: Any) -> Any:
@@ -200,16 +224,74 @@ def _steps_by_attempt(run: RunData) -> dict[tuple[str, str], list[dict[str, Any]
     return out
 
 
+def _order(trial: dict[str, Any]) -> tuple:
+    return (trial["benchmark"], trial["task_id"], trial["arm"], trial["seed"])
+
+
 def trajectories(run: RunData) -> Iterator[tuple[dict[str, Any], dict[str, Any] | None]]:
-    """(trial row, ATIF document or None) for the latest attempt of every trial of ``run``."""
+    """(trial row, ATIF document or None) for the latest attempt of every trial of ``run`` (in memory)."""
     steps = _steps_by_attempt(run)
-    for trial in sorted(latest_attempts(run.trials.to_pylist()),
-                        key=lambda t: (t["benchmark"], t["task_id"], t["arm"], t["seed"])):
+    for trial in sorted(latest_attempts(run.trials.to_pylist()), key=_order):
         ident = trial.get("attempt_uid")
         rows = steps.get((trial["trial_key"], ident), []) if ident else []
         if not rows:  # rows written before attempt_uid existed are matched by attempt number
             rows = steps.get((trial["trial_key"], f"#{trial['attempt']}"), [])
         yield trial, trajectory(trial, rows)
+
+
+def _belongs(row: dict[str, Any], trial: dict[str, Any] | None) -> bool:
+    """A steps row is of ``trial``'s (latest) attempt: same number, and same attempt_uid where
+    both have one (rows written before attempt_uid existed have none)."""
+    if trial is None or row["attempt"] != trial["attempt"]:
+        return False
+    return not (row.get("attempt_uid") and trial.get("attempt_uid")) or row["attempt_uid"] == trial["attempt_uid"]
+
+
+def stream_attempts(store: ResultStore, run_id: str, trials: list[dict[str, Any]], batch_rows: int = BATCH_ROWS,
+                    stats: ScanStats | None = None) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """(trial, its attempt's steps rows) for each of ``trials`` (latest attempts), reading the steps
+    table file by file in record batches of ``batch_rows``: an attempt is handed on once the last
+    file holding rows of its trial is read, so what is held at once is about one file's rows (the
+    batch writer puts an attempt's steps in one file of ~64 trials), not the run's. Trials
+    without steps come last, with []."""
+    stats = stats if stats is not None else ScanStats()
+    latest = {t["trial_key"]: t for t in trials}
+    files = table_files(store, "steps", run_id)
+    schema = file_schema(STEPS_SCHEMA)
+    # pass 1, three columns: the last file holding rows of each trial
+    last: dict[str, int] = {}
+    for i, path in enumerate(files):
+        keys = ds.dataset([path], filesystem=store.fs, format="parquet", schema=schema).to_table(
+            columns=["trial_key"]).column("trial_key")
+        for key in pc.unique(keys).to_pylist():
+            last[key] = i
+    ends: dict[int, list[str]] = {}
+    for key, i in last.items():
+        ends.setdefault(i, []).append(key)
+    wanted = pa.array(sorted(latest), pa.string())
+    pending: dict[str, list[dict[str, Any]]] = {}
+    held = 0
+    for i, path in enumerate(files):
+        stats.files += 1
+        scanner = ds.dataset([path], filesystem=store.fs, format="parquet", schema=schema).scanner(
+            filter=pc.field("trial_key").isin(wanted), batch_size=batch_rows)
+        for batch in scanner.to_batches():
+            stats.batches += 1
+            for row in batch.to_pylist():
+                if _belongs(row, latest.get(row["trial_key"])):
+                    pending.setdefault(row["trial_key"], []).append(row)
+                    held += 1
+                    stats.rows += 1
+            stats.peak_rows = max(stats.peak_rows, held)
+        for key in ends.get(i, []):
+            rows = pending.pop(key, None)
+            if rows is not None:
+                held -= len(rows)
+                yield latest[key], rows
+    done = set(last)
+    for trial in trials:
+        if trial["trial_key"] not in done:
+            yield trial, []
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -221,20 +303,40 @@ def file_name(trial: dict[str, Any]) -> str:
     return "__".join(_UNSAFE.sub("-", str(p)) for p in parts) + ".json"
 
 
-def export_run(run: RunData, out_dir: Path) -> ExportSummary:
-    """Write one ATIF document per trial of ``run`` into ``out_dir``, and ``index.jsonl`` listing them."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    summary = ExportSummary(run.run_id, out_dir)
+def _write(summary: ExportSummary, docs: Iterator[tuple[dict[str, Any], dict[str, Any] | None]]) -> ExportSummary:
+    summary.out_dir.mkdir(parents=True, exist_ok=True)
     index = []
-    for trial, doc in trajectories(run):
+    for trial, doc in docs:
         entry = {k: trial.get(k) for k in ("trial_key", "benchmark", "task_id", "seed", "arm", "status", "reward")}
         if doc is None:
             summary.without_steps.append(str(trial["trial_key"]))
-            index.append({**entry, "file": None})
+            index.append((_order(trial), {**entry, "file": None}))
             continue
-        path = out_dir / file_name(trial)
+        path = summary.out_dir / file_name(trial)
         path.write_text(json.dumps(doc, ensure_ascii=False, indent=1, allow_nan=False) + "\n")
         summary.written.append(path)
-        index.append({**entry, "file": path.name})
-    (out_dir / "index.jsonl").write_text("".join(json.dumps(_json_safe(e)) + "\n" for e in index))
+        index.append((_order(trial), {**entry, "file": path.name}))
+    index.sort(key=lambda e: e[0])  # the report's order, whatever order the steps were read in
+    (summary.out_dir / "index.jsonl").write_text("".join(json.dumps(_json_safe(e)) + "\n" for _, e in index))
     return summary
+
+
+def export_run(run: RunData, out_dir: Path) -> ExportSummary:
+    """Write one ATIF document per trial of ``run`` (read into memory) into ``out_dir``, and
+    ``index.jsonl`` listing them."""
+    return _write(ExportSummary(run.run_id, out_dir), trajectories(run))
+
+
+def export_store_run(store: ResultStore, run_id: str, out_dir: Path, batch_rows: int = BATCH_ROWS) -> ExportSummary:
+    """``export_run`` of a run in ``store``, its steps streamed (``stream_attempts``): memory
+    stays at about one steps file however large the run.
+
+    Raises:
+        ReportInputError: the store holds no run ``run_id``, or a steps row is malformed.
+    """
+    if store.read_run_meta(run_id) is None:
+        raise ReportInputError(f"run {run_id!r}: no run metadata in the store (unknown run id?)")
+    trials = sorted(store.read_trials(run_id).to_pylist(), key=_order)  # latest attempts: one row per trial
+    summary = ExportSummary(run_id, out_dir)
+    pairs = stream_attempts(store, run_id, trials, batch_rows, summary.scan)
+    return _write(summary, ((trial, trajectory(trial, rows)) for trial, rows in pairs))

@@ -174,10 +174,11 @@ class RunView:
         with self._lock:
             if self._index is not None:
                 return self._index
-            files = _parts(self.store, "steps", self.run_id)
+            files = table_files(self.store, "steps", self.run_id)
             index: dict[str, list[str]] = {}
             if files:
-                dataset = ds.dataset(files, filesystem=self.store.fs, format="parquet", schema=_schema(STEPS_SCHEMA))
+                dataset = ds.dataset(files, filesystem=self.store.fs, format="parquet",
+                                     schema=file_schema(STEPS_SCHEMA))
                 table = dataset.to_table(columns=["trial_key", "attempt", "attempt_uid", "__filename"])
                 self.stats.index_rows += table.num_rows
                 seen: set[tuple[str, str]] = set()
@@ -201,7 +202,8 @@ class RunView:
             if path in self._files:
                 self._files.move_to_end(path)
                 return self._files[path]
-        table = ds.dataset([path], filesystem=self.store.fs, format="parquet", schema=_schema(STEPS_SCHEMA)).to_table()
+        table = ds.dataset([path], filesystem=self.store.fs, format="parquet",
+                           schema=file_schema(STEPS_SCHEMA)).to_table()
         with self._lock:
             self.stats.step_files += 1
             self._files[path] = table
@@ -253,12 +255,13 @@ def _ident(trial: dict[str, Any]) -> str:
     return trial.get("attempt_uid") or f"{trial['trial_key']}/{trial['attempt']}"
 
 
-def _schema(schema: pa.Schema) -> pa.Schema:
+def file_schema(schema: pa.Schema) -> pa.Schema:
+    """A table's schema as its files hold it: run_id is the partition directory, not a column."""
     # files of older farm versions may lack newer columns: an explicit schema reads them as nulls
     return schema.remove(schema.get_field_index("run_id"))
 
 
-def _parts(store: ResultStore, table: str, run_id: str) -> list[str]:
+def table_files(store: ResultStore, table: str, run_id: str) -> list[str]:
     """The committed Parquet files of one table of a run (the store's layout, DESIGN.md)."""
     base = f"{store.root}/{table}/run_id={run_id}"
     try:
@@ -270,11 +273,11 @@ def _parts(store: ResultStore, table: str, run_id: str) -> list[str]:
 
 def _read_attempts(store: ResultStore, run_id: str) -> pa.Table:
     """Every attempt of the run: one dataset scan (files read in parallel), not a file at a time."""
-    files = _parts(store, "trials", run_id)
+    files = table_files(store, "trials", run_id)
     if not files:
-        return _schema(TRIALS_SCHEMA).empty_table()
+        return file_schema(TRIALS_SCHEMA).empty_table()
     try:
-        return ds.dataset(files, filesystem=store.fs, format="parquet", schema=_schema(TRIALS_SCHEMA)).to_table()
+        return ds.dataset(files, filesystem=store.fs, format="parquet", schema=file_schema(TRIALS_SCHEMA)).to_table()
     except (OSError, pa.ArrowInvalid) as exc:
         raise StoreError(f"cannot read the trials of run {run_id!r}: {exc}") from None
 

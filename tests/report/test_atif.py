@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 from farm.cli import main
-from farm.report.atif import export_run, trajectory
+from farm.report.atif import export_run, export_store_run, trajectory
 from farm.report.data import ReportInputError, RunData, load_run
 from farm.store import ResultStore
 from farm.store.schema import STEPS_SCHEMA, TRIALS_SCHEMA, StepRow, to_table
@@ -223,3 +223,74 @@ def test_a_model_call_without_a_reply_stays_an_agent_step_and_bad_rows_are_named
     assert "metrics" not in doc["steps"][3]
     with pytest.raises(ReportInputError, match="step 0: unexpected message with role 'tool'"):
         trajectory(t, [_step(0, [{"role": "tool", "tool_call_id": "c1", "content": "x"}])])
+
+
+def test_the_streamed_export_of_a_store_equals_the_in_memory_one(demo_runs: DemoRuns, tmp_path: Path) -> None:
+    store = ResultStore.open(demo_runs.store, create=False)
+    for run_id in (demo_runs.run_a, demo_runs.run_b):
+        memory = export_run(load_run(store, run_id), tmp_path / "memory" / run_id)
+        streamed = export_store_run(store, run_id, tmp_path / "streamed" / run_id)
+        assert [p.name for p in sorted(memory.written)] == [p.name for p in sorted(streamed.written)]
+        for a, b in zip(sorted(memory.written), sorted(streamed.written)):
+            assert a.read_text() == b.read_text(), a.name
+        assert (memory.out_dir / "index.jsonl").read_text() == (streamed.out_dir / "index.jsonl").read_text()
+    with pytest.raises(ReportInputError, match="'no-such-run'"):
+        export_store_run(store, "no-such-run", tmp_path / "none")
+
+
+def _big_run(store: ResultStore, run_id: str, n: int, steps: int, per_file: int) -> dict[str, int]:
+    """``n`` trials of ``steps`` model calls, committed ``per_file`` trials a file as the batch writer
+    does; trial 1 was retried (attempt 1 in the first file, 2 in the last), trial 2's steps are
+    split over two files, trial 3 never reached the agent. Returns {trial_key: latest attempt}."""
+    store.write_run_meta(run_id, meta(run_id))
+    rows = [trial(run_id, "b", f"t{i:05d}", 0, "unresolved") for i in range(n)]
+    rows[3].status, rows[3].error_class = "infra_error", "sandbox_start"
+
+    def steps_of(t, attempt: int) -> list[StepRow]:
+        uid = f"{t.trial_key}-{attempt}"
+        first = [{"role": "system", "content": "sys"}, {"role": "user", "content": f"fix {t.task_id}"}]
+        return [StepRow(run_id=run_id, trial_key=t.trial_key, attempt=attempt, step=j, attempt_uid=uid,
+                        prompt_tokens=100 + j, completion_tokens=j,
+                        messages_json=json.dumps((first if j == 0 else [])
+                                                 + [{"role": "assistant", "content": f"{uid} step {j} " + "x" * 200}]))
+                for j in range(steps)]
+
+    from dataclasses import replace
+    retried = replace(rows[1], attempt=2, attempt_uid=f"{rows[1].trial_key}-2")
+    rows[1].attempt_uid, rows[1].status = f"{rows[1].trial_key}-1", "infra_error"
+    for t in rows[2:]:
+        t.attempt_uid = f"{t.trial_key}-1"
+    batches = [rows[i:i + per_file] for i in range(0, n, per_file)]
+    split = steps_of(rows[2], 1)
+    for b, batch in enumerate(batches):
+        st = [s for t in batch if t not in (rows[2], rows[3]) for s in steps_of(t, t.attempt)]
+        if b == 0:
+            st += split[: steps // 2]
+        if b == 1:
+            st += split[steps // 2:]
+        store.write_rows("steps", run_id, to_table(st, STEPS_SCHEMA))
+        store.write_rows("trials", run_id, to_table(batch, TRIALS_SCHEMA))
+    store.write_rows("steps", run_id, to_table(steps_of(retried, 2), STEPS_SCHEMA))
+    store.write_rows("trials", run_id, to_table([retried], TRIALS_SCHEMA))
+    return {t.trial_key: (2 if t is rows[1] else 1) for t in rows}
+
+
+def test_export_streams_the_steps_in_batches_with_bounded_memory(tmp_path: Path) -> None:
+    n, steps, per_file = 640, 20, 64
+    store = ResultStore.open(str(tmp_path / "store"))
+    latest = _big_run(store, "big", n, steps, per_file)
+    summary = export_store_run(store, "big", tmp_path / "out", batch_rows=256)
+    total = n * steps  # + the retried trial's first attempt, never exported
+    assert len(summary.written) == n - 1 and len(summary.without_steps) == 1
+    scan = summary.scan
+    assert scan.files == n // per_file + 1 and scan.batches >= total // 256
+    # held at once: about one file's steps (64 trials x 20), not the run's 12,800 rows
+    assert scan.peak_rows <= per_file * steps + steps and scan.peak_rows < total // 5
+    assert scan.rows == total - steps  # every exported attempt's rows once; trial 3 has none
+    docs = {json.loads(p.read_text())["session_id"]: json.loads(p.read_text()) for p in summary.written}
+    for key, doc in docs.items():
+        agent = [s for s in doc["steps"] if s["source"] == "agent"]
+        assert [s["message"].split(" ")[0] for s in agent] == [f"{key}-{latest[key]}"] * steps
+        assert [s["extra"]["farm_step"] for s in agent] == list(range(steps))
+    index = [json.loads(line) for line in (tmp_path / "out" / "index.jsonl").read_text().splitlines()]
+    assert [e["task_id"] for e in index] == sorted(e["task_id"] for e in index) and len(index) == n
