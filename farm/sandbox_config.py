@@ -56,7 +56,12 @@ class KubernetesSandboxConfig:
     verifier_network: str | None = None
     public_egress_except: list[str] = field(default_factory=lambda: list(DEFAULT_EGRESS_EXCEPT))
     keep_pods: bool = False
-    max_reconnects: int = 3
+    # exec streams: at most max_reconnects re-opens in any reconnect_window_s seconds (null: in
+    # the pod's whole life); a ping down an idle stream every keepalive_s (null: none), since
+    # some clusters cut exec streams idle for ~5 minutes
+    max_reconnects: int = 5
+    reconnect_window_s: float | None = 600.0
+    keepalive_s: float | None = 60.0
 
 
 @dataclass

@@ -8,7 +8,10 @@ trial's API-server load does not grow with its number of steps. The counts are m
 The stream runs ``relay.py attach`` (farm/sandbox/relay.py), which connects to the relay that
 is PID 1 of the task container and keeps the agent alive across streams; if a stream breaks,
 one new stream is opened and outstanding requests are re-sent with their ids, which the agent
-answers from memory instead of running them again. An agent command that kills every process it
+answers from memory instead of running them again. An idle stream carries a ``ping`` every
+``keepalive_s`` (clusters cut exec streams idle for ~5 minutes), and re-opens are budgeted as a
+rate, ``max_reconnects`` in any ``reconnect_window_s``, so a long trial survives many cuts and a
+burst of them ends as a lost sandbox (stream_budget.py). An agent command that kills every process it
 can see ends the stream and the sandbox agent but not the relay, which starts the agent again
 and answers the request it died under; that loss is the agent's doing and uses up no reconnect.
 """
@@ -31,6 +34,7 @@ from farm.sandbox.gc import GcReport, gc_pods
 from farm.sandbox.images import registry_prefix
 from farm.sandbox.relay_images import check_relay_task
 from farm.sandbox.relayed import RelaySandbox, StreamPair
+from farm.sandbox.stream_budget import ReconnectBudget
 from farm.tasks.model import NetworkMode, Task
 
 log = logging.getLogger(__name__)
@@ -221,6 +225,11 @@ class KubernetesSandbox(RelaySandbox):
     def _describe(self) -> dict[str, Any]:
         return {"pod": self.name, "namespace": self.cfg.namespace}
 
+    def _stream_policy(self) -> tuple[ReconnectBudget, float | None]:
+        budget = ReconnectBudget(self.cfg.max_reconnects, self.cfg.reconnect_window_s,
+                                 setting="sandbox.kubernetes.max_reconnects")
+        return budget, self.cfg.keepalive_s
+
     def _count_call(self) -> None:
         # the environment build is part of the start; closing is counted on its own
         key = "start" if self._phase in ("new", "start", "build") else self._phase
@@ -361,6 +370,11 @@ class KubernetesBackend:
         check_relay_task(task, cfg.kubernetes, self.name, cfg.image_policy)
 
     def check_environment(self, cfg: SandboxConfig) -> None:
+        k = cfg.kubernetes
+        for key in ("keepalive_s", "reconnect_window_s", "pull_timeout_s"):
+            value = getattr(k, key)
+            if value is not None and not value > 0:
+                raise ConfigError(f"sandbox.kubernetes.{key}: must be > 0 (or null), got {value!r}")
         if cfg.kubernetes.build_registry is not None:
             registry_prefix(cfg.kubernetes.build_registry)  # a bad value is one line naming the field
         try:

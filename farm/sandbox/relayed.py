@@ -40,6 +40,7 @@ from farm.sandbox.channel import Channel, RemoteOpError
 from farm.sandbox.channel_sandbox import ChannelSandboxMixin
 from farm.sandbox.images import ImageFacts, task_build_tag
 from farm.sandbox.relay_images import ROOT_ENV, RelayConfig, built_view, relay_plan, resolve_image
+from farm.sandbox.stream_budget import ReconnectBudget, ReconnectBudgetError
 from farm.tasks.model import NetworkMode, Task
 
 log = logging.getLogger(__name__)
@@ -128,19 +129,26 @@ class _NoStream:
 class ReconnectingChannel(Channel):
     """A Channel whose requests survive the loss of the underlying stream.
 
-    On ``SandboxLostError`` a new stream is opened (at most ``max_reconnects`` times per
-    sandbox) and the same request id is sent again; the agent de-duplicates by id, so a lost
-    reply is re-read and a running command is re-attached, never re-run.
+    On ``SandboxLostError`` a new stream is opened (as often as ``budget`` allows) and the same
+    request id is sent again; the agent de-duplicates by id, so a lost reply is re-read and a
+    running command is re-attached, never re-run. With ``keepalive_s`` a ``ping`` goes down the
+    stream whenever nothing was written for that long (also while a long command runs), so a
+    cluster that cuts idle streams never sees one idle.
     """
 
     def __init__(self, open_stream: Callable[[], Awaitable[StreamPair]], *, name: str,
-                 max_reconnects: int, alive: Callable[[], Awaitable[str | None]]) -> None:
+                 budget: ReconnectBudget, alive: Callable[[], Awaitable[str | None]],
+                 keepalive_s: float | None = None) -> None:
         self._open_stream = open_stream
-        self._max_reconnects = max_reconnects
+        self._budget = budget
         self._alive = alive  # None if the sandbox can still serve, else why not
         self._inner: Channel | None = None
         self._stream: StreamPair | None = None
         self._reopen_lock = asyncio.Lock()
+        self._keepalive_s = keepalive_s
+        self._keepalive: asyncio.Task[None] | None = None
+        self._last_write = time.monotonic()
+        self.keepalives = 0
         self.reconnects = 0
         self.agent_restarts = 0  # how often the relay restarted a killed agent (last seen)
         self.agent_kills: list[dict[str, Any]] = []
@@ -151,26 +159,61 @@ class ReconnectingChannel(Channel):
         inner = Channel(stream.reader, stream, name=self._name, describe_loss=stream.describe)
         inner.start()
         self._stream, self._inner = stream, inner
+        self._last_write = time.monotonic()
+        if self._keepalive_s and (self._keepalive is None or self._keepalive.done()):
+            self._keepalive = asyncio.get_running_loop().create_task(self._keep_alive(self._keepalive_s))
+
+    async def _keep_alive(self, every_s: float) -> None:
+        """Ping down the stream when nothing was written for ``every_s``; a stream found lost
+        is re-opened here (within the budget), so the next tool call does not wait for it."""
+        while not self._closed:
+            await asyncio.sleep(max(0.0, self._last_write + every_s - time.monotonic()))
+            inner = self._inner
+            if self._closed or inner is None or time.monotonic() - self._last_write < every_s:
+                continue
+            self._last_write = time.monotonic()
+            try:
+                if inner.lost is None:
+                    await inner.request("ping", {}, timeout=max(60.0, every_s))
+                    self.keepalives += 1
+                    continue
+            except SandboxLostError:
+                pass
+            except Exception as e:  # noqa: BLE001 - a ping must never end the sandbox by itself
+                log.warning("%s: keepalive ping failed: %r", self._name, e)
+                continue
+            if self._closed:
+                return
+            try:
+                await self._reopen(inner)
+            except SandboxError as e:  # the next request raises it again, to its caller
+                log.warning("%s: keepalive could not re-open the stream: %s", self._name, e)
+                return
 
     async def _reopen(self, broken: Channel) -> None:
         async with self._reopen_lock:
             if self._inner is not broken:
                 return  # another request already re-opened the stream
-            if self.reconnects >= self._max_reconnects:
-                raise broken.lost or SandboxLostError(f"{self._name}: channel lost")
+            if not self._budget.take():
+                raise ReconnectBudgetError(
+                    f"{self._name}: sandbox lost: the exec stream was lost more often than "
+                    f"{self._budget.describe()} allows (re-opened {self.reconnects} times in all); "
+                    f"last loss: {broken.lost}")
             why = await self._alive()
             if why:
+                self._budget.give_back()
                 lost = SandboxOutOfMemoryError if OOM_KILLED in why else SandboxLostError
                 raise lost(f"{self._name}: channel lost and the sandbox cannot serve: {why}")
             self.reconnects += 1
-            log.warning("%s: exec stream lost (%s); re-opening (%d/%d)", self._name, broken.lost,
-                        self.reconnects, self._max_reconnects)
+            log.warning("%s: exec stream lost (%s); re-opening (%d so far; %s)", self._name, broken.lost,
+                        self.reconnects, self._budget.describe())
             await broken.close()
             await self.connect()
             if await self.relay_status():
                 # the agent's own command killed the exec session with the agent (kill -9 -1):
                 # not a transport failure, so it does not use up the sandbox's reconnects
                 self.reconnects -= 1
+                self._budget.give_back()
 
     async def relay_status(self, timeout: float = 30.0) -> bool:
         """Read what the relay recorded; True when it restarted a killed agent since last asked."""
@@ -203,6 +246,7 @@ class ReconnectingChannel(Channel):
             inner = self._inner
             if inner is None:
                 raise SandboxClosedError(f"{self._name}: channel is not connected")
+            self._last_write = time.monotonic()
             try:
                 result = await inner.request(op, args, timeout=timeout, request_id=rid)
                 self.requests += 1
@@ -245,6 +289,13 @@ class ReconnectingChannel(Channel):
 
     async def close(self) -> None:
         self._closed = True
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            try:
+                await self._keepalive
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - it only ever logs
+                pass
+            self._keepalive = None
         if self._inner is not None:
             await self._inner.close()
 
@@ -297,6 +348,11 @@ class RelaySandbox(ChannelSandboxMixin):
     def _describe(self) -> dict[str, Any]:
         """Backend-specific facts for ``stats.extra`` (pod and namespace, container and engine)."""
         return {}
+
+    def _stream_policy(self) -> tuple[ReconnectBudget, float | None]:
+        """How often the exec stream may be re-opened, and the keepalive interval (None: none).
+        This default is a lifetime count of ``max_reconnects`` and no keepalive."""
+        return ReconnectBudget(self.cfg.max_reconnects, None), None
 
     async def _ensure_image(self) -> str:
         """The image reference to run; sets ``run_task``, ``_replay`` and ``stats.image``.
@@ -359,8 +415,9 @@ class RelaySandbox(ChannelSandboxMixin):
                                  "agent_network" if self.role == "agent" else "verifier_network": self.network})
         try:
             await self._create()
-            self.channel = ReconnectingChannel(self._open_stream, name=self.label,
-                                               max_reconnects=self.cfg.max_reconnects, alive=self._why_dead)
+            budget, keepalive_s = self._stream_policy()
+            self.channel = ReconnectingChannel(self._open_stream, name=self.label, budget=budget,
+                                               alive=self._why_dead, keepalive_s=keepalive_s)
             await self.channel.connect()
             pong = await self.channel.request("ping", {}, timeout=60)
             self.stats.isolation = relay_isolation(pong.get("agent_isolation") if isinstance(pong, dict) else None)
@@ -425,6 +482,7 @@ class RelaySandbox(ChannelSandboxMixin):
             await self.channel.relay_status(timeout=5)  # kills nobody asked about (a daemon's, between calls)
             self.stats.requests = self.channel.requests
             self.stats.extra["reconnects"] = self.channel.reconnects
+            self.stats.extra["keepalives"] = self.channel.keepalives
             self.stats.extra["agent_restarts"] = self.channel.agent_restarts
             if self.channel.agent_restarts:
                 record = {"restarts": self.channel.agent_restarts, "kills": self.channel.agent_kills}
