@@ -255,3 +255,33 @@ async def _gone(cluster: EmulatorBackend, name: str, deadline: float) -> None:
     while name in {p["metadata"]["name"] for p in cluster.emu.objects("pods")}:
         assert time.monotonic() < deadline, f"pod {name} still there"
         await asyncio.sleep(0.1)
+
+
+async def test_random_stream_cuts_are_survived_and_nothing_runs_twice(cluster: EmulatorBackend) -> None:
+    cluster.emu.exec_knobs.cut_after_s = (1.0, 1.5)
+    cluster.emu.exec_knobs.seed = 7
+    sb = cluster.make(_image_task(), "no-network")
+    await sb.start()
+    t_end = time.monotonic() + 3.5
+    n = 0
+    while time.monotonic() < t_end:
+        r = await sb.exec(f"echo {n} >> /tmp/ran; sleep 0.2; echo ok")
+        assert r.stdout == "ok\n", r
+        n += 1
+    assert (await sb.read_file("/tmp/ran")).decode().split() == [str(i) for i in range(n)]
+    cut = [s.closed_by for s in cluster.emu.exec_sessions if s.closed_by]
+    assert len(cut) >= 2 and set(cut) == {"cut:lifetime"}, cut
+    await sb.close()
+
+
+async def test_a_server_that_speaks_only_v4_gets_the_same_sandbox(cluster: EmulatorBackend) -> None:
+    cluster.emu.exec_knobs.protocols = ("v4.channel.k8s.io",)
+    sb = cluster.make(_image_task(), "no-network")
+    await sb.start()
+    r = await sb.exec("echo out; echo err >&2; exit 4")
+    assert (r.exit_code, r.stdout, r.stderr) == (4, "out\n", "err\n")
+    blob = bytes(range(256)) * 4096
+    await sb.write_file("/tmp/blob", blob)
+    assert await sb.read_file("/tmp/blob") == blob
+    assert {s.protocol for s in cluster.emu.exec_sessions} == {"v4.channel.k8s.io"}
+    await sb.close()
