@@ -130,6 +130,7 @@ class AgentConfig:
     glob_limit: int = 1000
     bash_timeout_s: float = 120.0
     truncation: str = "head"  # head (Leaf) | head_tail
+    compat: str = "leaf-2609"  # whose tool rules: leaf-2609 | leaf-legacy | farm-safe (docs/agent.md)
 
 
 @dataclass
@@ -222,6 +223,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "agent.tool_execution": ("sequential", "concurrent"),
     "agent.tokenizer": ("chat_template", "qwen", "tiktoken", "bytes"),
     "agent.truncation": ("head", "head_tail"),
+    "agent.compat": ("leaf-2609", "leaf-legacy", "farm-safe"),
     "grade.mode": ("in_place", "fresh", "both"),
     "sandbox.image_policy": ("pull", "build", "pull-or-build"),
     "run.executor": ("ray", "local"),

@@ -24,7 +24,7 @@ from farm.agent.tools import READ_ONLY, missing_required
 from farm.agent.trajectory import ToolCallRecord
 from farm.config import AgentConfig
 from farm.sandbox.base import Sandbox, ToolRequest
-from farm.sandbox.inside.leaf_tools import TOOL_NAMES
+from farm.sandbox.inside.leaf_tools import TOOL_NAMES, VENDOR_UMASK
 
 
 @dataclass
@@ -58,6 +58,24 @@ class ToolOutcome:
     failure: str | None = None  # infrastructure failure ("Type: message"): ends with tool_error
 
 
+def vendor_harness_refuses(call: ToolCall) -> str | None:
+    """The vendor's harness parses a Bash timeout itself before its runner starts, and a value
+    it cannot parse fails the attempt (tool_error, retried) instead of reaching the model; the
+    error, as Python words it, or None. Under agent.compat leaf-* farm does the same."""
+    if call.name != "Bash":
+        return None
+    args = call.args
+    try:
+        if args.get("timeout_ms") is not None:
+            seconds = float(args["timeout_ms"]) / 1000.0
+        else:
+            seconds = 120.0 if args.get("timeout") is None else float(args["timeout"])
+        int(max(0.1, seconds))  # its transport's whole-second timeout: inf does not convert
+    except (TypeError, ValueError, OverflowError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 class ToolExecutor:
     def __init__(self, sandbox: Sandbox, workdir: str, cfg: AgentConfig) -> None:
         self.sandbox = sandbox
@@ -70,7 +88,9 @@ class ToolExecutor:
             "glob_limit": cfg.glob_limit,
             "bash_timeout_s": cfg.bash_timeout_s,
             "truncation": cfg.truncation,
+            "compat": cfg.compat,
         }
+        self.vendor = cfg.compat in VENDOR_UMASK
 
     async def run_turn(self, calls: list[ToolCall], *, time_left_s: float | None = None) -> list[ToolOutcome]:
         """Outcomes in call order, up to and including the first infrastructure failure."""
@@ -116,8 +136,11 @@ class ToolExecutor:
     async def _one(self, call: ToolCall, limits: dict[str, Any]) -> ToolOutcome:
         rec = ToolCallRecord(call_id=call.call_id, name=call.name, args_ok=call.args_ok, started=time.monotonic())
         out = ToolOutcome(call, rec)
+        refused = vendor_harness_refuses(call) if self.vendor else None
         if call.name not in TOOL_NAMES:
             out.observation, rec.error = f"Unknown tool: {call.name}", "UnknownTool"
+        elif refused:
+            out.failure = refused
         else:
             try:
                 res = await self.sandbox.tool(ToolRequest(call.name, call.args, self.workdir, limits))

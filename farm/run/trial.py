@@ -107,7 +107,7 @@ def base_row(spec: TrialSpec, attempt: int, cfg: FarmConfig, task: Task, uid: st
         config_hash=chash or config_hash(cfg), farm_version=farm.__version__,
         worker=f"{socket.gethostname()}:{os.getpid()}", attempt_uid=uid, started_at=time.time(),
         **prompt_columns(cfg.agent.system_prompt_file, cfg.agent.tools_file),
-        agent_script_sha256=script_sha256(cfg),
+        agent_script_sha256=script_sha256(cfg), agent_compat=cfg.agent.compat,
     )
 
 

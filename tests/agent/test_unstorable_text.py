@@ -22,7 +22,7 @@ NAME = "caf\ufffd.txt"  # what the model is shown for the bytes b"caf\xe9.txt"
 async def test_a_non_utf8_file_name_reaches_the_store(sandbox, policy, llm_for, tmp_path):
     sb, task = sandbox
     srv = policy([
-        {"tool_calls": [{"name": "Bash", "arguments": {"command": "printf x > $'caf\\xe9.txt'; ls"}}]},
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "printf x > $'caf\\xe9.txt'; ls -b"}}]},
         {"tool_calls": [{"name": "Glob", "arguments": {"pattern": "*.txt"}}]},
         {"tool_calls": [{"name": "Write", "arguments": {"file_path": "ok.txt", "content": "y"}},
                         {"name": "Read", "arguments": {"file_path": NAME}}]},
@@ -31,7 +31,9 @@ async def test_a_non_utf8_file_name_reaches_the_store(sandbox, policy, llm_for, 
     traj = await run_agent(task, sb, llm_for(srv), agent_cfg(), session_id="sess-1")
     assert traj.exit_reason == "agent", traj.error
     tool_texts = [m["content"] for m in traj.messages if m["role"] == "tool"]
-    assert tool_texts[0] == f"Exit code: 0\nSTDOUT:\n{NAME}\n\nSTDERR:\n"
+    # ls -b: under agent.compat=leaf-2609 (the default) raw non-UTF-8 output would be the vendor's
+    # UnicodeDecodeError observation (tests/agent/test_leaf_differential.py)
+    assert tool_texts[0] == "Exit code: 0\nSTDOUT:\ncaf\\351.txt\n\nSTDERR:\n"
     assert tool_texts[1] == NAME  # the Glob result: U+FFFD, not a lone surrogate
     assert tool_texts[3].startswith("FileNotFoundError")  # the shown name is not the file's name
     store = ResultStore.open(str(tmp_path / "store"))

@@ -7,7 +7,13 @@ agent serves requests on threads, so nothing here may ``chdir``: paths are resol
 the workdir explicitly.
 
 Semantics follow the Leaf harness behaviour by behaviour (see docs/agent.md); the places where
-farm deliberately differs are marked "farm:".
+farm deliberately differs are marked "farm:". ``limits["compat"]`` picks between them where the
+vendor's runner does something farm would not (agent.compat): ``leaf-2609`` / ``leaf-legacy``
+behave as the vendor's runner under its newest (umask 077) / older (umask 022) transport, as
+the differential suite checks against recorded vectors (tests/agent/test_leaf_differential.py);
+``farm-safe`` keeps farm's own rules. The bounds that keep the sandbox agent alive (Read's scan
+limit and refusal of devices, Glob's child process, the output capture cap) hold in every
+setting.
 """
 
 import os
@@ -30,7 +36,12 @@ DEFAULT_LIMITS = {
     "truncation": "head",  # head (Leaf) | head_tail
     "max_timeout_s": None,  # farm: the remaining agent budget caps a Bash timeout
     "env": None,  # extra environment for Bash (e.g. the task image's ENV), set by the sandbox
+    "compat": "farm-safe",  # the agent always sends agent.compat (leaf-2609 unless configured)
 }
+# agent.compat settings that behave as the vendor's runner (leaf_vendor.py), and the umask of
+# their transport
+VENDOR_UMASK = {"leaf-2609": 0o077, "leaf-legacy": 0o022}
+COMPAT = ("leaf-2609", "leaf-legacy", "farm-safe")
 MIN_BASH_TIMEOUT_S = 0.1
 TRUTHY = ("1", "true", "yes", "on")
 # farm: Leaf reads a whole file and globs without a bound. A Read of /dev/zero (or a FIFO, or a
@@ -340,6 +351,11 @@ def tool_bash(args, workdir, limits, exec_fn, extra):
 TOOLS = {"Read": tool_read, "Write": tool_write, "Edit": tool_edit, "Glob": tool_glob}
 
 
+# the vendor's rules (agent.compat leaf-*): leaf_vendor.py fills this when the sandbox agent
+# imports it; {"Read": fn, ..., "Bash": fn}
+VENDOR_TOOLS = {}
+
+
 def run_tool(name, args, workdir, limits, exec_fn):
     """Run one tool call; returns {"observation": str, ...} and never raises for model input."""
     lim = dict(DEFAULT_LIMITS)
@@ -351,11 +367,16 @@ def run_tool(name, args, workdir, limits, exec_fn):
     extra = {}
     cap = None
     error = None
+    vendor = lim["compat"] in VENDOR_UMASK
     try:
+        if lim["compat"] not in COMPAT:
+            raise ToolInputError("agent.compat must be one of %s, got %r" % (", ".join(COMPAT), lim["compat"]))
+        if vendor and not VENDOR_TOOLS:
+            raise RuntimeError("farm: leaf_vendor.py was not loaded next to leaf_tools.py")
         if name == "Bash":
-            text, cap = tool_bash(args, workdir, lim, exec_fn, extra)
+            text, cap = (VENDOR_TOOLS["Bash"] if vendor else tool_bash)(args, workdir, lim, exec_fn, extra)
         elif name in TOOLS:
-            text, cap = TOOLS[name](args, workdir, lim)
+            text, cap = (VENDOR_TOOLS if vendor else TOOLS)[name](args, workdir, lim)
         else:
             text = "Unknown tool: %s" % name
             error = "UnknownTool"

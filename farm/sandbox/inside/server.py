@@ -253,9 +253,10 @@ class Agent:
 
     def op_tool(self, name, args=None, workdir=None, limits=None):
         if __package__:
-            from . import leaf_tools
+            from . import leaf_tools, leaf_vendor  # noqa: F401 (leaf_vendor registers the vendor's rules)
         else:
             import leaf_tools  # owned by the agent harness; shipped next to this file
+            import leaf_vendor  # noqa: F401
 
         def exec_fn(command, timeout_s=120.0, cwd=None, env=None, merge_stderr=True, output_cap=DEFAULT_OUTPUT_CAP):
             return self.run_command(command, timeout_s, cwd, env, merge_stderr, output_cap)
