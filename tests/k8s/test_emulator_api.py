@@ -39,7 +39,7 @@ async def test_tool_operations_after_start_cost_no_api_call_on_the_wire(cluster:
     # the policy first (never an unfenced pod), then the pod, readiness polls, one exec stream
     assert seen[:2] == ["create networkpolicies", "create pods"], seen
     assert seen[-1] == "connect pods/exec" and seen.count("connect pods/exec") == 1, seen
-    assert set(seen[2:-1]) == {"get pods"}, seen
+    assert set(seen[2:-1]) <= {"get pods", "list events"}, seen  # readiness and pull-time reads only
     assert sb.stats.api_calls_start == len(seen)  # what the backend counts is what went over HTTP
     per_op = []
     for i in range(10):
@@ -285,3 +285,20 @@ async def test_a_server_that_speaks_only_v4_gets_the_same_sandbox(cluster: Emula
     assert await sb.read_file("/tmp/blob") == blob
     assert {s.protocol for s in cluster.emu.exec_sessions} == {"v4.channel.k8s.io"}
     await sb.close()
+
+
+@pytest.mark.xfail(strict=True, reason="relayed.py _reopen lets the client's ApiException out of connect(): a "
+                   "re-open the API server refuses should be SandboxLostError (reported to the lead)")
+async def test_a_refused_reopen_is_sandbox_lost(cluster: EmulatorBackend) -> None:
+    from farm.sandbox.base import SandboxLostError
+
+    sb = cluster.make(_image_task(), "no-network")
+    await sb.start()
+    cluster.emu.fail(500, verb="connect", resource="pods/exec", times=None)  # e.g. the kubelet is unreachable
+    cluster.emu.cut_exec_streams(sb.name)
+    try:
+        with pytest.raises(SandboxLostError):
+            await asyncio.wait_for(sb.exec("true"), 30)
+    finally:
+        cluster.emu.faults.clear()
+        await sb.close()

@@ -94,6 +94,7 @@ def _bystanders(cluster: EmulatorBackend) -> None:
                                                        "policyTypes": ["Egress"]}})
 
 
+@pytest.mark.integration  # two `farm gc` processes and a driver process: 25 s idle, 100 s on a loaded 2-core box
 async def test_farm_gc_after_sigkill_removes_exactly_the_dead_runs_objects(cluster: EmulatorBackend,
                                                                            tmp_path: Path) -> None:
     store_uri = str(tmp_path / "store")
