@@ -50,7 +50,10 @@ class KubernetesSandboxConfig:
     cpu_limit_factor: float | None = 1.0  # CPU limit = request x factor; null: no CPU limit
     memory_limit: str | None = None  # overrides the task's memory as the limit
     pod_lifetime_s: float | None = None  # activeDeadlineSeconds; null: agent+verifier+build+600
+    # the start timeout counts from the image's Pulled event; the pull has its own cap, counted
+    # from the pod's creation (a cold pull of a multi-GB image takes minutes)
     pod_start_timeout_s: float = 900.0
+    pull_timeout_s: float = 1800.0
     unschedulable_grace_s: float = 120.0  # an autoscaler may still add a node
     agent_network: str | None = None  # override the task's network mode for the agent phase
     verifier_network: str | None = None

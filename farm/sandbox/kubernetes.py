@@ -32,6 +32,7 @@ from farm.sandbox import manifests as m
 from farm.sandbox.base import Capabilities, Sandbox, SandboxStartError
 from farm.sandbox.gc import GcReport, gc_pods
 from farm.sandbox.images import registry_prefix
+from farm.sandbox.pull_events import pull_facts
 from farm.sandbox.relay_images import check_relay_task
 from farm.sandbox.relayed import RelaySandbox, StreamPair
 from farm.sandbox.stream_budget import ReconnectBudget
@@ -262,14 +263,44 @@ class KubernetesSandbox(RelaySandbox):
             return pod_digest(pod)
         return None
 
+    async def _pull_done(self) -> bool | None:
+        """Read the pod's events: True once the task image is on the node (``image_pull_s`` set),
+        False while it is not, None when events cannot be read (a Role without them)."""
+        try:
+            events = await self._api(self.core.list_namespaced_event, self.cfg.namespace,
+                                     field_selector=f"involvedObject.name={self.name}")
+        except Exception as e:  # noqa: BLE001 - pull timing is a diagnostic; the start goes on
+            self.stats.extra["image_pull_unknown"] = f"events unreadable: {getattr(e, 'status', None) or e!r}"
+            return None
+        facts = pull_facts(list(events.items or []), m.TASK_CONTAINER)
+        if facts.pulled:
+            self.stats.extra["image_pull_s"] = facts.pull_s
+        return facts.pulled
+
     async def _wait_running(self, t0: float) -> None:
+        """Poll until the task container runs. Until its image is pulled (the Pulled event)
+        ``pull_timeout_s`` applies, counted from creation; after it ``pod_start_timeout_s``,
+        counted from the pull, so a cold pull of a large image does not eat the start's time.
+        Where events cannot be read, ``pod_start_timeout_s`` counts from creation."""
         delay = min(0.25, self.poll_s)
         unschedulable_since: float | None = None
+        pulled_at: float | None = None
+        events = True  # readable, as far as we know
         while True:
             pod = await self._api(self.core.read_namespaced_pod, self.name, self.cfg.namespace)
             st = pod.status
             phase = st.phase if st else None
+            node = pod.spec.node_name if getattr(pod, "spec", None) is not None else None
+            if node:
+                self.stats.extra["node"] = node
+            if pulled_at is None and events and (node or phase == "Running"):
+                done = await self._pull_done()
+                events = done is not None
+                if done:
+                    pulled_at = time.monotonic()
             if phase == "Running":
+                if "image_pull_s" not in self.stats.extra:
+                    self.stats.extra.setdefault("image_pull_unknown", "no Pulled event for the task container")
                 return
             if phase in ("Failed", "Succeeded"):
                 raise SandboxStartError(f"pod {self.name} ended before it was ready: {pod_digest(pod)}",
@@ -285,9 +316,16 @@ class KubernetesSandbox(RelaySandbox):
                     unschedulable_since = unschedulable_since or time.monotonic()
                     if time.monotonic() - unschedulable_since >= self.cfg.unschedulable_grace_s:
                         raise SandboxStartError(f"pod {self.name} unschedulable: {c.message}", reason="unschedulable")
-            if time.monotonic() - t0 > self.cfg.pod_start_timeout_s:
-                raise SandboxStartError(f"pod {self.name} not ready after {self.cfg.pod_start_timeout_s:.0f} s: "
-                                        f"{pod_digest(pod)}", reason="timeout")
+            now = time.monotonic()
+            if pulled_at is None and events and now - t0 > self.cfg.pull_timeout_s:
+                raise SandboxStartError(f"pod {self.name}: image {self.image} not pulled after "
+                                        f"{self.cfg.pull_timeout_s:g} s (sandbox.kubernetes.pull_timeout_s)"
+                                        f"{' on node ' + node if node else ''}: {pod_digest(pod)}", reason="image_pull")
+            since = pulled_at if pulled_at is not None else (t0 if not events else None)
+            if since is not None and now - since > self.cfg.pod_start_timeout_s:
+                after = "its image was pulled" if pulled_at is not None else "it was created"
+                raise SandboxStartError(f"pod {self.name} not ready {self.cfg.pod_start_timeout_s:g} s after "
+                                        f"{after}: {pod_digest(pod)}", reason="timeout")
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.poll_s)
 

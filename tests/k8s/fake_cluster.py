@@ -6,6 +6,9 @@ the shared volume, then the task container's real command runs in a bubblewrap s
 root is a private directory with the host's /usr mounted read-only (the "image"). A pod gets
 its own network namespace iff a NetworkPolicy denying its egress exists when it is created,
 which is the one cluster behaviour the backend's correctness depends on here.
+A pod is bound to node ``fake-node-1`` and reports the kubelet's Scheduled / Pulling / Pulled
+events; ``FakeCoreV1Api.pull_s`` makes the task image's pull take that long (0: the image is
+already present on the node), during which the pod stays Pending in ContainerCreating.
 The container's command is PID 1 of the pod's PID namespace, as on a kubelet.
 FakeExecStream runs an exec command in the pod's PID, mount and network namespaces, as a
 container runtime does: an agent command there can see and kill it.
@@ -27,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -103,8 +107,16 @@ def _meta(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 class FakePod:
-    def __init__(self, body: dict[str, Any], root: Path, net: FakeNetworkingV1Api, toolbox: Path) -> None:
+    NODE = "fake-node-1"
+
+    def __init__(self, body: dict[str, Any], root: Path, net: FakeNetworkingV1Api, toolbox: Path,
+                 pull_s: float = 0.0) -> None:
         self.body = body
+        # the pull's clock starts at the driver's first look (creating the pod takes seconds
+        # here on a loaded machine: the init container really runs inside the create call)
+        self.created: float | None = None
+        self.created_at = dt.datetime.now(dt.UTC)
+        self.pull_s = pull_s
         self.name = body["metadata"]["name"]
         self.dir = root / self.name
         self.rootfs = self.dir / "rootfs"
@@ -149,12 +161,42 @@ class FakePod:
         self.proc = subprocess.Popen([*argv, "--", *c["command"]], env=env, stdin=subprocess.DEVNULL,
                                      stdout=self.stderr, stderr=self.stderr, start_new_session=True)
 
+    def pulled(self) -> bool:
+        return self.pull_s <= 0 or (self.created is not None and time.monotonic() - self.created >= self.pull_s)
+
     def phase(self) -> str:
         if self.init_failed:
             return "Failed"
-        if self.proc is None or self.reads <= 1:
+        if self.proc is None or self.reads <= 1 or not self.pulled():
             return "Pending"  # the first poll sees what a real one would: not yet running
         return "Running" if self.proc.poll() is None else "Failed"
+
+    def events(self) -> list[client.CoreV1Event]:
+        """What a kubelet reports: the toolbox (init) image present, the task image pulled."""
+        image = self.body["spec"]["containers"][0]["image"]
+        toolbox = self.body["spec"]["initContainers"][0]["image"]
+        ref = {"kind": "Pod", "name": self.name, "namespace": self.body["metadata"]["namespace"]}
+
+        def event(reason: str, message: str, container: str | None, at: dt.datetime) -> client.CoreV1Event:
+            path = f"spec.{'initContainers' if container != m.TASK_CONTAINER else 'containers'}{{{container}}}"
+            obj = client.V1ObjectReference(**ref, field_path=path if container else None)
+            return client.CoreV1Event(metadata=client.V1ObjectMeta(name=f"{self.name}.{reason.lower()}"),
+                                      involved_object=obj, reason=reason, message=message, type="Normal",
+                                      first_timestamp=at, last_timestamp=at)
+
+        t0 = self.created_at
+        out = [event("Scheduled", f"Successfully assigned {ref['namespace']}/{self.name} to {self.NODE}", None, t0),
+               event("Pulled", f'Container image "{toolbox}" already present on machine', m.TOOLBOX_CONTAINER, t0)]
+        if self.pull_s <= 0:
+            return [*out, event("Pulled", f'Container image "{image}" already present on machine',
+                                m.TASK_CONTAINER, t0)]
+        out.append(event("Pulling", f'Pulling image "{image}"', m.TASK_CONTAINER, t0))
+        if self.pulled():
+            done = t0 + dt.timedelta(seconds=self.pull_s)
+            out.append(event("Pulled", f'Successfully pulled image "{image}" in {self.pull_s:.3f}s '
+                                       f"({self.pull_s:.3f}s including waiting). Image size: 123456789 bytes.",
+                             m.TASK_CONTAINER, done))
+        return out
 
     def kill(self) -> None:
         """Like a kubelet stopping the pod: PID 1 of the pod's PID namespace dies, and with it
@@ -178,6 +220,8 @@ class FakePod:
     def as_v1(self) -> client.V1Pod:
         phase = self.phase()
         terminated = None
+        waiting = None if phase != "Pending" or self.pulled() else client.V1ContainerStateWaiting(
+            reason="ContainerCreating")
         if phase == "Failed":
             code = self.proc.returncode if self.proc else 1
             terminated = client.V1ContainerStateTerminated(exit_code=code or 137, reason="Error",
@@ -187,10 +231,10 @@ class FakePod:
             container_statuses=[client.V1ContainerStatus(
                 name=m.TASK_CONTAINER, image=self.body["spec"]["containers"][0]["image"], image_id="",
                 ready=phase == "Running", restart_count=0,
-                state=client.V1ContainerState(terminated=terminated))],
+                state=client.V1ContainerState(terminated=terminated, waiting=waiting))],
         )
         meta = client.V1ObjectMeta(**_meta(self.body["metadata"]))
-        return client.V1Pod(metadata=meta, status=status)
+        return client.V1Pod(metadata=meta, spec=client.V1PodSpec(containers=[], node_name=self.NODE), status=status)
 
 
 class FakeCoreV1Api(_Counted):
@@ -205,6 +249,8 @@ class FakeCoreV1Api(_Counted):
         if not link.exists():
             link.symlink_to(agent_python()[0])
         self._uids = itertools.count(1)
+        self.pull_s = 0.0  # how long the task image of the next pods takes to pull
+        self.events_forbidden = False  # a driver whose Role lacks events: 403
 
     def create_namespaced_pod(self, namespace: str, body: dict[str, Any]) -> client.V1Pod:
         self._count("create_namespaced_pod")
@@ -214,7 +260,7 @@ class FakeCoreV1Api(_Counted):
             raise ApiException(status=409, reason="AlreadyExists")
         body["metadata"]["uid"] = str(uuid.UUID(int=next(self._uids)))
         body["metadata"].setdefault("creation_timestamp", dt.datetime.now(dt.UTC))
-        pod = FakePod(body, self.root, self.net, self.toolbox)
+        pod = FakePod(body, self.root, self.net, self.toolbox, pull_s=self.pull_s)
         self.pods[key] = pod
         pod.start()
         return pod.as_v1()
@@ -225,7 +271,18 @@ class FakeCoreV1Api(_Counted):
         if pod is None:
             raise ApiException(status=404, reason="NotFound")
         pod.reads += 1
+        if pod.created is None:
+            pod.created, pod.created_at = time.monotonic(), dt.datetime.now(dt.UTC)
         return pod.as_v1()
+
+    def list_namespaced_event(self, namespace: str, field_selector: str = "") -> client.CoreV1EventList:
+        self._count("list_namespaced_event")
+        if self.events_forbidden:
+            raise ApiException(status=403, reason="Forbidden")
+        key, _, name = field_selector.partition("=")
+        assert key == "involvedObject.name", field_selector
+        pod = self.pods.get((namespace, name))
+        return client.CoreV1EventList(items=pod.events() if pod else [])
 
     def delete_namespaced_pod(self, name: str, namespace: str, **_: Any) -> None:
         self._count("delete_namespaced_pod")

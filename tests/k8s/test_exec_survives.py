@@ -147,13 +147,15 @@ async def test_without_keepalive_every_cut_is_survived_and_nothing_runs_twice(cl
     cutter = IdleCuttingExecs(cluster.execs, IDLE_CUT)
     sb = _sandbox(cluster, cutter, keepalive_s=None, max_reconnects=3, reconnect_window_s=WINDOW)
     await sb.start()
+    assert sb.channel is not None
+    during_start = sb.channel.reconnects  # a loaded machine may take longer than IDLE_CUT to start
     try:
         expected = await _trial_with_five_long_gaps(sb)
         assert (await sb.read_file("/tmp/runs")).decode().split() == expected
         assert cutter.cuts >= 5
-        assert sb.channel is not None and sb.channel.reconnects == cutter.cuts
+        assert sb.channel.reconnects == cutter.cuts
         # a re-open costs one exec stream and one pod read (is it still running?), no more
-        assert sb.stats.api_calls_after_start == 2 * cutter.cuts
+        assert sb.stats.api_calls_after_start == 2 * (cutter.cuts - during_start)
     finally:
         cutter.stop()
         await sb.close()

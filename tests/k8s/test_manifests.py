@@ -129,7 +129,8 @@ def test_infra_manifests_validate_and_rbac_is_minimal() -> None:
     (role,) = [d for d in docs if d["kind"] == "Role"]
     granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
                for v in rule["verbs"]}
-    assert {r for _, r, _ in granted} == {"pods", "pods/exec", "networkpolicies"}
+    assert {r for _, r, _ in granted} == {"pods", "pods/exec", "networkpolicies", "events"}
+    assert {v for _, r, v in granted if r == "events"} == {"list"}  # read-only: pull times
     assert ("", "pods/exec", "create") in granted and ("networking.k8s.io", "networkpolicies", "delete") in granted
     assert not any(v in ("*", "escalate", "bind", "impersonate") for _, _, v in granted)
     (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
@@ -150,7 +151,8 @@ def test_cluster_doc_matches_the_manifests() -> None:
         assert label in doc
     for field in ("namespace", "toolbox_image", "image_registry", "pull_secrets", "runtime_class", "node_selector",
                   "tolerations", "keep_pods", "capabilities", "cpu_limit_factor", "pod_lifetime_s",
-                  "unschedulable_grace_s", "public_egress_except"):
+                  "unschedulable_grace_s", "public_egress_except", "pull_timeout_s", "pod_start_timeout_s",
+                  "max_reconnects", "reconnect_window_s", "keepalive_s"):
         assert f"sandbox.kubernetes.{field}" in doc or f"`{field}`" in doc, field
         assert hasattr(KubernetesSandboxConfig(), field)
     assert KubernetesSandboxConfig().namespace in doc and m.FARM_MOUNT + "/python" in doc
