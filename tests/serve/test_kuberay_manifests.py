@@ -26,7 +26,7 @@ RAYSERVICE_SPEC = {"serveConfigV2", "rayClusterConfig", "upgradeStrategy", "rayC
                    "excludeHeadPodFromServeSvc", "serveService", "serviceUnhealthySecondThreshold",
                    "deploymentUnhealthySecondThreshold"}
 RAYCLUSTER_SPEC = {"rayVersion", "enableInTreeAutoscaling", "autoscalerOptions", "headGroupSpec", "workerGroupSpecs",
-                   "headServiceAnnotations", "suspend", "gcsFaultToleranceOptions", "managedBy"}
+                   "headServiceAnnotations", "suspend", "gcsFaultToleranceOptions", "managedBy", "authOptions"}
 HEAD_GROUP = {"rayStartParams", "template", "serviceType", "headService", "enableIngress"}
 WORKER_GROUP = {"groupName", "replicas", "minReplicas", "maxReplicas", "numOfHosts", "rayStartParams", "template",
                 "idleTimeoutSeconds", "suspend", "scaleStrategy"}
@@ -35,6 +35,7 @@ RAYJOB_SPEC = {"entrypoint", "runtimeEnvYAML", "entrypointNumCpus", "entrypointN
                "backoffLimit", "rayClusterSpec", "clusterSelector", "jobId", "suspend", "submitterPodTemplate",
                "submitterConfig", "deletionPolicy", "metadata"}
 SUBMISSION_MODES = {"K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode"}
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 
 
 def docs() -> list[dict[str, Any]]:
@@ -56,12 +57,18 @@ def cluster_specs() -> list[tuple[str, dict[str, Any]]]:
             out.append((d["metadata"]["name"], d["spec"]["rayClusterConfig"]))
         elif d["kind"] == "RayCluster":
             out.append((d["metadata"]["name"], d["spec"]))
+        elif d["kind"] == "RayJob" and "rayClusterSpec" in d["spec"]:
+            out.append((d["metadata"]["name"], d["spec"]["rayClusterSpec"]))
     return out
+
+
+def rayjobs() -> list[dict[str, Any]]:
+    return [d for d in docs() if d["kind"] == "RayJob"]
 
 
 def test_every_manifest_is_a_known_kind():
     kinds = sorted(d["kind"] for d in docs())
-    assert kinds == ["Namespace", "RayCluster", "RayJob", "RayService"]
+    assert kinds == ["Namespace", "RayCluster", "RayJob", "RayJob", "RayService"]
     for d in docs():
         if d["apiVersion"] == "ray.io/v1":
             assert d["metadata"]["namespace"] and d["metadata"]["name"]
@@ -94,6 +101,8 @@ def test_ray_cluster_specs(name, spec):
             assert c["image"] and c["resources"]["limits"]["memory"], c["name"]
             assert c["resources"]["requests"] == c["resources"]["limits"]  # Guaranteed QoS: no eviction mid-run
     assert head["rayStartParams"]["num-cpus"] == "0"
+    if name != "frognano-4b":  # the eval clusters' job API takes only the operator-made token
+        assert spec["authOptions"] == {"mode": "token"}
 
 
 def test_rayservice_serves_the_frognano_preset():
@@ -117,14 +126,30 @@ def test_rayservice_serves_the_frognano_preset():
         assert env["RAY_SERVE_SESSION_ID_HEADER_KEY"] == "x-farm-session"
 
 
-def test_rayjob_runs_on_the_eval_cluster_against_the_service():
-    job, cluster, svc = one("RayJob"), one("RayCluster"), one("RayService")
+@pytest.mark.parametrize("job", rayjobs(), ids=[j["metadata"]["name"] for j in rayjobs()])
+def test_rayjob_runs_the_eval_against_the_service(job):
+    cluster, svc = one("RayCluster"), one("RayService")
     spec = job["spec"]
     assert set(spec) <= RAYJOB_SPEC, set(spec) - RAYJOB_SPEC
     assert spec["submissionMode"] in SUBMISSION_MODES
     assert ("clusterSelector" in spec) != ("rayClusterSpec" in spec)
-    assert spec["clusterSelector"] == {"ray.io/cluster": cluster["metadata"]["name"]}
     assert job["metadata"]["namespace"] == cluster["metadata"]["namespace"]
+    if "clusterSelector" in spec:
+        assert spec["clusterSelector"] == {"ray.io/cluster": cluster["metadata"]["name"]}
+        # no submitter pod whose loss re-submits the driver; SidecarMode cannot use an existing cluster
+        assert spec["submissionMode"] == "HTTPMode"
+        assert KUEUE_QUEUE not in job["metadata"]["labels"]  # Kueue refuses a job on an existing cluster
+    else:
+        assert spec["submissionMode"] == "SidecarMode"
+        head = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+        assert head["restartPolicy"] == "Never"  # the submitter lives in the head pod
+        assert "submitterPodTemplate" not in spec and spec["shutdownAfterJobFinishes"] is True
+    if KUEUE_QUEUE in job["metadata"]["labels"]:
+        # Kueue admits a suspended job that owns its cluster, of a fixed size
+        assert spec["suspend"] is True and "rayClusterSpec" in spec and spec["shutdownAfterJobFinishes"]
+        groups = spec["rayClusterSpec"]["workerGroupSpecs"]
+        assert all(g["minReplicas"] == g["replicas"] == g["maxReplicas"] for g in groups)
+        assert not spec["rayClusterSpec"].get("enableInTreeAutoscaling")
     yaml.safe_load(spec["runtimeEnvYAML"])
     argv = shlex.split(spec["entrypoint"])
     assert argv[:2] == ["python", "/opt/farm/jobs/eval.py"] and (ROOT / "jobs" / "eval.py").is_file()
@@ -133,6 +158,13 @@ def test_rayjob_runs_on_the_eval_cluster_against_the_service():
     assert cfg.model.base_url == url and cfg.model.name == "frognano-4b"
     assert cfg.sandbox.backend == "kubernetes" and cfg.store.uri.startswith("s3://")
     assert cfg.sandbox.kubernetes.namespace == cluster["metadata"]["namespace"]
+
+
+def test_one_rayjob_is_queued_by_kueue_and_the_run_ids_differ():
+    jobs = rayjobs()
+    assert sum(KUEUE_QUEUE in j["metadata"]["labels"] for j in jobs) == 1
+    ids = [load_config(shlex.split(j["spec"]["entrypoint"])[2:]).run.id for j in jobs]
+    assert len(set(ids)) == len(ids)  # two jobs on one run id would resume each other's run
 
 
 def test_eval_pods_use_the_driver_service_account():
