@@ -14,14 +14,22 @@ the registry mirror and the digest lock) and asks only read-only questions:
 A task cannot resolve when neither way can give its image: the named image is absent and
 cannot be pulled, and no build is planned or the build's base is absent under
 ``sandbox.docker.pull=never``. Nothing is ever pulled or built here.
+
+With ``lock`` every task's image must also resolve to a digest (the registry's manifest digest,
+or the local image's repo digest), and the digests are written as an image lock (the format of
+``farm/tasks/image_locks/``) that ``sandbox.kubernetes.image_lock`` / ``sandbox.docker.image_lock``
+then pins a run to; a task without a digest (a local build never pushed, a registry that was not
+asked) fails the check by name, before any LLM spend.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -193,9 +201,47 @@ async def check_tasks(binary: str, tasks: list[Task], cfg: DockerSandboxConfig, 
     return list(await asyncio.gather(*(one(t) for t in tasks)))
 
 
-def check_images(cfg: FarmConfig, *, offline: bool, jobs: int, out: Console, err: Console) -> int:
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def lock_entries(rows: list[CheckRow], tasks: list[Task]) -> tuple[list[dict[str, str]], list[str]]:
+    """(the lock's ``images`` entries, ``"<task>: why"`` for each task without a digest)."""
+    entries, missing = [], []
+    for task, row in zip(tasks, rows, strict=True):
+        digest = row.named.digest if row.named is not None and row.named.usable else ""
+        if _DIGEST.match(digest):
+            entries.append({"task_id": task.task_id, "digest": digest})
+            continue
+        if not row.ok:
+            why = row.why or "unresolvable"
+        elif row.named is not None and row.named.state == NOT_CHECKED:
+            why = f"{row.named.ref}: registry not asked (--offline)"
+        elif row.named is None or not row.named.usable:
+            why = f"only a local build ({row.tag}): push it (farm images build --push) and lock the pushed image"
+        else:
+            why = f"{row.named.ref}: {row.named.state}, no repo digest"
+        missing.append(f"{row.task}: {why}")
+    return entries, missing
+
+
+def write_lock(path: Path, entries: list[dict[str, str]], benchmark: str) -> None:
+    ids = [e["task_id"] for e in entries]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise ConfigError(f"--lock {str(path)!r}: task ids {dup} repeat across benchmarks; "
+                          "lock one benchmark at a time")
+    payload = {"benchmark": benchmark, "images": sorted(entries, key=lambda e: e["task_id"])}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)  # a reader never sees half a lock
+
+
+def check_images(cfg: FarmConfig, *, offline: bool, jobs: int, out: Console, err: Console,
+                 lock: str | None = None) -> int:
     """Check every selected task's image; print a table and why each failing task cannot resolve;
-    1 when any cannot.
+    1 when any cannot. With ``lock``, also write the digests as an image lock, or (1) name every
+    task that has no digest and write nothing.
 
     Raises:
         ConfigError: a bad ``--jobs`` value, an unknown policy, or the engine is not on PATH.
@@ -233,4 +279,15 @@ def check_images(cfg: FarmConfig, *, offline: bool, jobs: int, out: Console, err
     out.print(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no tasks",
               highlight=False, markup=False)
     print_report(loaded.report, err)
+    if lock is not None:
+        entries, missing = lock_entries(rows, loaded.tasks)
+        for line in missing:
+            err.print(f"no digest for {line}", highlight=False, markup=False, soft_wrap=True)
+        if missing or not entries:
+            err.print(f"lock not written: {len(missing)} of {len(rows)} tasks have no digest", highlight=False,
+                      markup=False)
+            return EXIT_UNRESOLVABLE
+        write_lock(Path(lock), entries, cfg.benchmark.name)
+        out.print(f"wrote {lock}: {len(entries)} digests (sandbox.kubernetes.image_lock={lock})",
+                  highlight=False, markup=False)
     return EXIT_UNRESOLVABLE if bad else 0
