@@ -205,7 +205,6 @@ async def run_experiment(
 
     writer = BatchWriter(store, run_id, cfg.store.batch_rows, cfg.store.flush_interval_s)
     executor = make_executor(cfg)
-    sem = asyncio.Semaphore(cfg.run.max_in_flight)
 
     async def record_refusal(spec: TrialSpec) -> None:
         refusal = refused[(spec.arm, spec.benchmark, spec.task_id)]
@@ -222,40 +221,31 @@ async def run_experiment(
             progress("start", None)
             progress("done", outcome)
 
-    async def one(spec: TrialSpec) -> None:
-        if (spec.arm, spec.benchmark, spec.task_id) in refused:
-            return await record_refusal(spec)
-        attempt = state.next_attempt[spec.trial_key]
-        for i in range(cfg.run.max_attempts):
-            if breaker.reason is not None:
-                return  # stopped: no row, the trial re-runs on resume
-            job = TrialJob(spec, by_task[(spec.benchmark, spec.task_id)], trial_cfg(spec.arm, spec.benchmark),
-                           attempt + i, arm_hash[spec.arm])
-            async with sem:
-                if progress:
-                    progress("start", None)
-                outcome = await executor.submit(job)
-            # store I/O (an S3 PUT, a Parquet flush) runs off the event loop that drives the trials
-            for name, data in outcome.artifacts.items():
-                await asyncio.to_thread(store.write_artifact, run_id, spec.trial_key, outcome.result.attempt, name,
-                                        data)
-            await asyncio.to_thread(writer.add, outcome.result, outcome.steps)
-            summary.executed_attempts += 1
-            status = outcome.result.status
-            if not outcome.result.error_class or not outcome.result.error_class.startswith(UNSUPPORTED + ":"):
-                if breaker.observe(status, outcome.result.error_class, outcome.result.error):
-                    trip()
-            last = not retryable(outcome.result) or i == cfg.run.max_attempts - 1 or breaker.reason is not None
-            if progress:
-                progress("retry" if not last else "done", outcome)
-            if last:
-                if (outcome.result.error_class or "").startswith(UNSUPPORTED + ":"):
-                    summary.refused += 1  # found at start (no solution, a broken build step): not run
-                summary.counts[status] = summary.counts.get(status, 0) + 1
-                finished.add(spec.trial_key)
-                return
-            summary.retried += 1
-            await asyncio.sleep(cfg.run.retry_backoff_s * (2**i))
+    async def attempt_once(spec: TrialSpec, i: int) -> bool:
+        """Attempt ``i`` (0-based) of ``spec``; True when it was the trial's last."""
+        job = TrialJob(spec, by_task[(spec.benchmark, spec.task_id)], trial_cfg(spec.arm, spec.benchmark),
+                       state.next_attempt[spec.trial_key] + i, arm_hash[spec.arm])
+        if progress:
+            progress("start", None)
+        outcome = await executor.submit(job)
+        # store I/O (an S3 PUT, a Parquet flush) runs off the event loop that drives the trials
+        for name, data in outcome.artifacts.items():
+            await asyncio.to_thread(store.write_artifact, run_id, spec.trial_key, outcome.result.attempt, name, data)
+        await asyncio.to_thread(writer.add, outcome.result, outcome.steps)
+        summary.executed_attempts += 1
+        status = outcome.result.status
+        if not outcome.result.error_class or not outcome.result.error_class.startswith(UNSUPPORTED + ":"):
+            if breaker.observe(status, outcome.result.error_class, outcome.result.error):
+                trip()
+        last = not retryable(outcome.result) or i == cfg.run.max_attempts - 1 or breaker.reason is not None
+        if progress:
+            progress("retry" if not last else "done", outcome)
+        if last:
+            if (outcome.result.error_class or "").startswith(UNSUPPORTED + ":"):
+                summary.refused += 1  # found at start (no solution, a broken build step): not run
+            summary.counts[status] = summary.counts.get(status, 0) + 1
+            finished.add(spec.trial_key)
+        return last
 
     if progress:
         progress("plan", len(state.todo))
@@ -267,26 +257,72 @@ async def run_experiment(
                 await asyncio.to_thread(store.write_heartbeat, run_id, beat)
             await asyncio.sleep(HEARTBEAT_S)
 
-    jobs: list[asyncio.Task[None]] = []
+    # A fixed pool of run.max_in_flight runners takes attempts from one queue: the coroutines
+    # alive are bounded by max_in_flight, not by the plan (one per planned trial was 10,000
+    # suspended coroutines, and as many frames, before the first trial ran). A retry waits out
+    # its backoff off the pool (a timer puts it back), so its slot serves another trial meanwhile.
+    queue: asyncio.Queue[tuple[TrialSpec, int] | None] = asyncio.Queue()
+    for spec in state.todo:
+        queue.put_nowait((spec, 0))
+    n_runners = max(1, min(cfg.run.max_in_flight, len(state.todo)))
+    left = [len(state.todo)]  # trials not yet done (finished, refused, stopped or failed)
+    errors: list[BaseException] = []
+    runners: list[asyncio.Task[None]] = []
+    timers: list[asyncio.TimerHandle] = []
+    loop = asyncio.get_running_loop()
+
+    def done_one() -> None:
+        left[0] -= 1
+        if left[0] == 0:
+            for _ in runners:
+                queue.put_nowait(None)  # every runner ends
+
+    async def runner() -> None:
+        while breaker.reason is None:
+            item = await queue.get()
+            if item is None:
+                return
+            spec, i = item
+            try:
+                if (spec.arm, spec.benchmark, spec.task_id) in refused:
+                    await record_refusal(spec)
+                    last = True
+                else:
+                    last = await attempt_once(spec, i)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - raised after the others finish, as gather did
+                errors.append(exc)
+                last = True
+            if last:
+                done_one()
+            else:
+                summary.retried += 1
+                timers.append(loop.call_later(cfg.run.retry_backoff_s * (2**i), queue.put_nowait, (spec, i + 1)))
 
     def trip() -> None:
         # in-flight trials are cancelled: run_trial raises CancelledError, writes no row
         current = asyncio.current_task()
-        for job in jobs:
+        for timer in timers:
+            timer.cancel()
+        for job in runners:
             if job is not current:
                 job.cancel()
 
     beat = asyncio.create_task(heartbeat())
     await executor.start()
     try:
-        jobs.extend(asyncio.create_task(one(s)) for s in state.todo)
-        results = await asyncio.gather(*jobs, return_exceptions=True)
-        errors = [r for r in results if isinstance(r, BaseException)
-                  and not (breaker.reason is not None and isinstance(r, asyncio.CancelledError))]
+        if state.todo:
+            runners.extend(asyncio.create_task(runner()) for _ in range(n_runners))
+            results = await asyncio.gather(*runners, return_exceptions=True)
+            errors += [r for r in results if isinstance(r, BaseException)
+                       and not (breaker.reason is not None and isinstance(r, asyncio.CancelledError))]
         if errors:
             raise errors[0]
     finally:
         beat.cancel()
+        for timer in timers:
+            timer.cancel()
         try:
             writer.close()
         finally:

@@ -116,15 +116,38 @@ def init_ray(address: str | None, num_cpus: int | None = None) -> bool:
     return True
 
 
+@dataclass
+class _RemoteJob:
+    """A TrialJob as sent to an actor: the task and the arm's config travel as object refs
+    (put once per run, fetched and kept once per actor), not pickled into every call."""
+
+    spec: TrialSpec
+    task_ref: Any  # ray.ObjectRef of the Task
+    cfg_ref: Any  # ray.ObjectRef of the arm's FarmConfig
+    attempt: int
+    config_hash: str | None
+
+
 class _TrialWorker:
     """Body of the Ray actor (an async actor: many trials per process)."""
 
     def __init__(self) -> None:
         self.endpoints = PolicyEndpoints()
         self.started = time.time()
+        self.shared: dict[bytes, Any] = {}  # object ref -> the task or config it holds, fetched once
 
-    async def run(self, job: TrialJob) -> TrialOutcome:
-        return await execute(job, self.endpoints)
+    async def _get(self, ref: Any) -> Any:
+        key = ref.binary()
+        if key not in self.shared:
+            self.shared[key] = await ref
+        return self.shared[key]
+
+    async def run(self, job: _RemoteJob) -> TrialOutcome:
+        task, cfg = await self._get(job.task_ref), await self._get(job.cfg_ref)
+        return await execute(TrialJob(job.spec, task, cfg, job.attempt, job.config_hash), self.endpoints)
+
+    def shared_count(self) -> int:
+        return len(self.shared)
 
     def pid(self) -> int:
         return os.getpid()
@@ -145,6 +168,17 @@ class RayExecutor:
         self._rr = itertools.count()
         self.started_ray = False
         self.restarts = 0
+        # id(obj) -> (obj, its ray.put ref): the driver's tasks and per-arm configs are the same
+        # objects for every trial, so each is put once; obj is kept so that its id stays its own
+        self._refs: dict[int, tuple[Any, Any]] = {}
+
+    def _ref(self, obj: Any) -> Any:
+        import ray
+
+        hit = self._refs.get(id(obj))
+        if hit is None or hit[0] is not obj:
+            hit = self._refs[id(obj)] = (obj, ray.put(obj))
+        return hit[1]
 
     async def start(self) -> None:
         import ray
@@ -162,7 +196,8 @@ class RayExecutor:
 
         i = next(self._rr) % len(self.actors)
         actor = self.actors[i]
-        ref = actor.run.remote(job)
+        ref = actor.run.remote(_RemoteJob(job.spec, self._ref(job.task), self._ref(job.cfg), job.attempt,
+                                          job.config_hash))
         try:
             return await ref
         except asyncio.CancelledError:
@@ -191,6 +226,7 @@ class RayExecutor:
             except Exception:  # noqa: BLE001
                 pass
         self.actors = []
+        self._refs.clear()
         if self.started_ray:
             ray.shutdown()
 
