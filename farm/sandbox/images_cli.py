@@ -132,3 +132,35 @@ def build_images(cfg: FarmConfig, *, push: str | None, jobs: int, out: Console, 
     out.print(", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     print_report(loaded.report, err)
     return EXIT_BUILD_FAILED if failed else 0
+
+
+def prepull_images(cfg: FarmConfig, *, next_n: int, out: Console, err: Console) -> int:
+    """Print the pre-pull DaemonSet (farm/sandbox/prepull.py) for the first ``next_n`` distinct
+    images of the selected tasks, in plan order and as a Kubernetes trial would reference them
+    (mirror and digest lock applied); ``kubectl apply -f -`` takes the output.
+
+    Raises:
+        ConfigError: a bad ``--next``, or a task whose image cannot be referenced (no image, not
+            in the digest lock).
+    """
+    import yaml
+
+    from farm.sandbox.prepull import next_images, prepull_daemonset
+    from farm.sandbox.relay_images import resolve_image
+    from farm.tasks.cli import print_report
+    from farm.tasks.registry import load_benchmark_report
+
+    if next_n < 1:
+        raise ConfigError(f"invalid value {next_n!r} for '--next': must be >= 1")
+    loaded = load_benchmark_report(cfg.benchmark)
+    section = cfg.sandbox.kubernetes
+    refs = [resolve_image(t, section, "kubernetes") for t in loaded.tasks if t.environment.image is not None]
+    if not refs:
+        raise ConfigError(f"benchmark {cfg.benchmark.name!r}: no selected task names an image to pre-pull")
+    images = next_images(refs, next_n)
+    out.print(yaml.safe_dump(prepull_daemonset(images, section), sort_keys=False), end="", highlight=False,
+              markup=False, soft_wrap=True)
+    err.print(f"# {len(images)} of {len(set(refs))} distinct images; delete the DaemonSet when the run is done",
+              highlight=False, markup=False)
+    print_report(loaded.report, err)
+    return 0
