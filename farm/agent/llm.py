@@ -7,9 +7,11 @@ malformed answer must end in a defined exit reason instead of a validation trace
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,6 +158,29 @@ def parse_completion(data: Any, *, keep_reasoning: bool, latency_s: float = 0.0)
     )
 
 
+# One HTTP connection pool per event loop and endpoint, shared by the trials that loop drives.
+# Creating an httpx client costs ~50 ms of CPU and ~0.8 MiB (it loads a TLS context) and one per
+# trial was the orchestrator's largest cost per trial in flight (bench/fanout.py --sandbox none).
+# Unbounded connections: a shared pool must not queue 10,000 trials' requests behind httpx's
+# default cap of 100. Keyed by the loop itself, weakly: a client is bound to its loop.
+_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, httpx.AsyncClient]] = \
+    weakref.WeakKeyDictionary()
+
+
+def shared_http_client(base_url: str) -> httpx.AsyncClient | None:
+    """The running loop's pooled client for ``base_url`` (None outside a running loop)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    pools = _POOLS.setdefault(loop, {})
+    client = pools.get(base_url)
+    if client is None or client.is_closed:
+        client = pools[base_url] = openai.DefaultAsyncHttpxClient(
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024))
+    return client
+
+
 class LLMClient:
     """One trial's view of the endpoint: session routing headers, retries, Leaf's request shape."""
 
@@ -167,11 +192,13 @@ class LLMClient:
         # row records what answered, not what the config asked for
         self.served_models: list[str] = []
         self.headers = {model_cfg.session_header: session_id, "X-Farm-Task": task_id}
+        self._shared = shared_http_client(model_cfg.base_url)
         self._client = openai.AsyncOpenAI(
             base_url=model_cfg.base_url,
             api_key=os.environ.get(model_cfg.api_key_env) or "EMPTY",
             max_retries=model_cfg.max_retries,
             timeout=model_cfg.timeout_s,
+            http_client=self._shared,
         )
 
     def request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -235,4 +262,5 @@ class LLMClient:
         return reply
 
     async def close(self) -> None:
-        await self._client.close()
+        if self._shared is None:  # the loop's shared pool outlives this trial
+            await self._client.close()
