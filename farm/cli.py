@@ -216,13 +216,12 @@ def cmd_images(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from farm.report.atif import export_run
-    from farm.report.data import load_run
+    from farm.report.atif import export_store_run
     from farm.store.results import ResultStore
 
     cfg = _cfg(args)  # only store.* is read: where the run is
     store = ResultStore.open(args.store or cfg.store.uri, cfg.store.endpoint_url, cfg.store.region, create=False)
-    summary = export_run(load_run(store, args.run), Path(args.out))
+    summary = export_store_run(store, args.run, Path(args.out))  # steps streamed, never the whole table
     console.print(f"exported {len(summary.written)} ATIF trajectories of run [bold]{args.run}[/] to {summary.out_dir}"
                   + (f"; {len(summary.without_steps)} trials have no steps (the agent never ran), listed in "
                      "index.jsonl" if summary.without_steps else ""), highlight=False, soft_wrap=True)

@@ -294,3 +294,17 @@ def test_export_streams_the_steps_in_batches_with_bounded_memory(tmp_path: Path)
         assert [s["extra"]["farm_step"] for s in agent] == list(range(steps))
     index = [json.loads(line) for line in (tmp_path / "out" / "index.jsonl").read_text().splitlines()]
     assert [e["task_id"] for e in index] == sorted(e["task_id"] for e in index) and len(index) == n
+
+
+def test_the_command_streams_and_never_loads_the_whole_run(demo_runs: DemoRuns, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # `farm export` must take the streamed path: loading a 10,000-trial run's steps table whole is
+    # what it exists to avoid
+    import farm.report.data as data
+
+    def refuse(*_a, **_k):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("farm export loaded the whole run")
+
+    monkeypatch.setattr(data, "load_run", refuse)
+    docs = _export(demo_runs, demo_runs.run_a, tmp_path / "out")
+    assert docs and all(d["steps"] for d in docs)
