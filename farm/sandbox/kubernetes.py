@@ -115,7 +115,10 @@ class WebSocketStream:
 
     async def drain(self) -> None:
         if self._last_send is not None:
-            await self._last_send
+            try:
+                await self._last_send
+            except Exception as e:  # websocket-client's own errors: to the channel, a broken pipe
+                raise ConnectionError(f"exec stream write failed: {type(e).__name__}: {e}") from e
 
     def close(self) -> None:
         try:

@@ -208,7 +208,10 @@ class ReconnectingChannel(Channel):
             log.warning("%s: exec stream lost (%s); re-opening (%d so far; %s)", self._name, broken.lost,
                         self.reconnects, self._budget.describe())
             await broken.close()
-            await self.connect()
+            try:
+                await self.connect()
+            except Exception as e:  # the API server refused the exec (a 500, the kubelet unreachable)
+                raise SandboxLostError(f"{self._name}: exec stream not re-opened: {type(e).__name__}: {e}") from e
             if await self.relay_status():
                 # the agent's own command killed the exec session with the agent (kill -9 -1):
                 # not a transport failure, so it does not use up the sandbox's reconnects
@@ -291,10 +294,7 @@ class ReconnectingChannel(Channel):
         self._closed = True
         if self._keepalive is not None:
             self._keepalive.cancel()
-            try:
-                await self._keepalive
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - it only ever logs
-                pass
+            await asyncio.gather(self._keepalive, return_exceptions=True)  # it only ever logs
             self._keepalive = None
         if self._inner is not None:
             await self._inner.close()

@@ -344,6 +344,31 @@ async def test_websocket_adapter_carries_the_protocol() -> None:
         Path("/tmp/farm-ws-adapter.bin").unlink(missing_ok=True)
 
 
+async def test_a_write_to_a_closed_websocket_is_a_lost_stream_not_an_internal_error() -> None:
+    """websocket-client raises its own exception types; the channel must see a broken pipe, so
+    the stream is re-opened (or the sandbox lost) instead of the error escaping to the trial."""
+    import sys
+
+    from websocket import WebSocketConnectionClosedException
+
+    from farm.sandbox.channel import Channel
+    from farm.sandbox.kubernetes import WebSocketStream
+
+    class Closed(FakeWSClient):
+        def write_stdin(self, data: bytes) -> None:
+            raise WebSocketConnectionClosedException("socket is already closed.")
+
+    ws = Closed([sys.executable, "-c", "import time; time.sleep(30)"])
+    stream = WebSocketStream(ws, asyncio.get_running_loop(), 1 << 20)
+    ch = Channel(stream.reader, stream, name="ws")
+    try:
+        with pytest.raises(SandboxLostError, match="write failed.*WebSocketConnectionClosedException"):
+            await ch.exec("true", timeout_s=5)
+    finally:
+        await ch.close()
+        stream.close()
+
+
 # --- the fake API server validates what the backend sends --------------------------------------
 
 
