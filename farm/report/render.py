@@ -16,7 +16,7 @@ from farm.report.claims import load_claims
 from farm.report.data import RunData
 from farm.report.main_table import MAIN
 from farm.report.plots import all_figures
-from farm.report.prompt_line import prompt_line
+from farm.report.prompt_line import prompt_line, tool_rules_line
 from farm.report.tables import ReportContent, ReportOptions, Table, compute
 
 CSS = """
@@ -102,7 +102,7 @@ def _first_and_rest(c: ReportContent) -> tuple[list[Table], list[Table]]:
 
 
 def render_markdown(c: ReportContent, figures: list[tuple[str, str, bytes]], generated: str) -> str:
-    lines = ["# farm report", "", f"Generated {generated}.", "", prompt_line(c.runs), ""]
+    lines = ["# farm report", "", f"Generated {generated}.", "", prompt_line(c.runs), "", tool_rules_line(c.runs), ""]
     caveats = image_caveats(c.runs)
     if caveats:
         lines += ["## Warnings", ""] + [f"> **Warning.** {cv.text}" for cv in caveats] + [""]
@@ -175,6 +175,7 @@ def render_html(c: ReportContent, figures: list[tuple[str, str, bytes]], generat
         "<h1>farm report</h1>",
         f'<p class="note">Generated {e(generated)}.</p>',
         f'<p class="note">{e(prompt_line(c.runs))}</p>',
+        f'<p class="note">{e(tool_rules_line(c.runs))}</p>',
         *_html_warnings(c),
         *[f'<h2 id="{e(t.name)}">{e(t.title)}</h2>' + _html_table(t) for t in first],
         "<h2>Runs</h2>",

@@ -44,6 +44,8 @@ def test_oracle_resolves_every_builtin_task_and_nop_resolves_none(tmp_path: Path
         if r["task_id"].startswith(("swe-", "sec-")):  # git repositories; terminal tasks are not
             assert r["patch_bytes"] > 0
         assert r["config_hash"] and r["farm_version"]
+        # Harbor's oracle runs solve.sh under umask 022, the older Leaf transport's, not 2609's 077
+        assert r["agent_compat"] == "leaf-legacy"
     store = ResultStore.open(uri)
     key = next(r["trial_key"] for r in rows if r["task_id"].startswith("swe-"))
     assert store.read_artifact(oracle.run_id, key, 1, "patch.diff").startswith(b"diff --git")
