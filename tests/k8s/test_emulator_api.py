@@ -287,8 +287,6 @@ async def test_a_server_that_speaks_only_v4_gets_the_same_sandbox(cluster: Emula
     await sb.close()
 
 
-@pytest.mark.xfail(strict=True, reason="relayed.py _reopen lets the client's ApiException out of connect(): a "
-                   "re-open the API server refuses should be SandboxLostError (reported to the lead)")
 async def test_a_refused_reopen_is_sandbox_lost(cluster: EmulatorBackend) -> None:
     from farm.sandbox.base import SandboxLostError
 
