@@ -47,6 +47,7 @@ SandboxFactory = Callable[..., Sandbox]
 
 # Agent exit reasons that mean the infrastructure (endpoint, sandbox transport) failed.
 INFRA_EXIT_REASONS = frozenset({"llm_query_error", "tool_error"})
+_LOST_SANDBOX = frozenset({"SandboxLostError", "ReconnectBudgetError", "SandboxOutOfMemoryError"})
 # infra_error classes that are properties of the task, not hiccups: retrying cannot help
 UNSUPPORTED = "task_unsupported"
 # policies farm answers itself, through a real HTTP server per process (farm/agent/policies)
@@ -412,7 +413,10 @@ async def run_trial(
         if traj.exit_reason == "cancelled":
             raise asyncio.CancelledError()
         if traj.exit_reason in INFRA_EXIT_REASONS:
-            return finish("infra_error", traj.exit_reason, getattr(traj, "error", None))
+            error = getattr(traj, "error", None)
+            # a sandbox lost under a tool call is named so, not folded into "tool_error"
+            lost = traj.exit_reason == "tool_error" and (error or "").split(":", 1)[0] in _LOST_SANDBOX
+            return finish("infra_error", "sandbox_lost" if lost else traj.exit_reason, error)
         if traj.exit_reason == "model_error":
             return finish("model_error", "model_error", getattr(traj, "error", None))
 
@@ -479,3 +483,5 @@ async def run_trial(
         row.sandbox_cpu_s = sum(cpu) if cpu else None
         if used:
             row.api_calls_after_start = used[0].stats.api_calls_after_start
+            extra = used[0].stats.extra  # Kubernetes: the kubelet's Pulled event and spec.nodeName
+            row.image_pull_s, row.sandbox_node = extra.get("image_pull_s"), extra.get("node")

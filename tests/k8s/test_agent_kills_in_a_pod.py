@@ -52,7 +52,8 @@ def cluster(tmp_path: Path):
     b.core.close_all()
 
 
-async def _trial(cluster: FakeClusterBackend, tmp_path: Path, turns: list[dict[str, Any]]) -> Any:
+async def _trial(cluster: FakeClusterBackend, tmp_path: Path, turns: list[dict[str, Any]],
+                 compat: str = "leaf-2609") -> Any:
     make_task_dir(tmp_path / "tasks", "hostile", CHECK_ANSWER, solve_sh=None)
     (task,) = load_harbor_dir(tmp_path / "tasks", "k8s")
     script = tmp_path / "agent.yaml"
@@ -63,7 +64,7 @@ async def _trial(cluster: FakeClusterBackend, tmp_path: Path, turns: list[dict[s
                                  exec_opener=cluster.execs, poll_s=0.05, **ids)  # type: ignore[arg-type]
 
     cfg = load_config(["sandbox=kubernetes", "agent=scripted", f"agent.script={script}",
-                       f"store.uri={tmp_path / 'store'}"])
+                       f"store.uri={tmp_path / 'store'}", f"agent.compat={compat}"])
     endpoints = PolicyEndpoints()
     try:
         base_url, policy = endpoints.base_url(cfg)
@@ -73,21 +74,25 @@ async def _trial(cluster: FakeClusterBackend, tmp_path: Path, turns: list[dict[s
         endpoints.close()
 
 
-@pytest.mark.parametrize(("turns", "status"), [
-    ([_bash(KILL_ALL), _bash(WRITE)], "resolved"),  # the agent goes on after killing all it sees
-    ([_bash(KILL_ALL)], "unresolved"),
-    ([_bash("kill -TERM 1; kill -9 $PPID; pkill -9 -f python; true"), _bash(WRITE)], "resolved"),
+# $PPID of a Bash command is the sandbox agent under farm-safe; under leaf-2609 it is the per-call
+# runner (leaf_bash.py), as the vendor's per-call tool runner is, so that case runs farm-safe
+@pytest.mark.parametrize(("turns", "status", "compat"), [
+    ([_bash(KILL_ALL), _bash(WRITE)], "resolved", "leaf-2609"),  # the agent goes on after killing all it sees
+    ([_bash(KILL_ALL)], "unresolved", "leaf-2609"),
+    ([_bash("kill -TERM 1; kill -9 $PPID; pkill -9 -f python; true"), _bash(WRITE)], "resolved", "farm-safe"),
 ], ids=["kills-all-then-solves", "kills-all", "kills-init-parent-and-python-by-name-then-solves"])
 async def test_a_command_that_kills_every_process_it_sees_leaves_a_graded_trial(
-        cluster: FakeClusterBackend, tmp_path: Path, turns: list[dict[str, Any]], status: str) -> None:
+        cluster: FakeClusterBackend, tmp_path: Path, turns: list[dict[str, Any]], status: str, compat: str) -> None:
     from farm.run.trial import retryable
 
-    out = await _trial(cluster, tmp_path, turns)
+    out = await _trial(cluster, tmp_path, turns, compat)
     row = out.result
     assert (row.status, row.attempt) == (status, 1), (row.error_class, row.error)
     assert not retryable(row)
     assert row.agent_isolation.startswith("pid1-relay: agent restarted if killed; commands see it")
     assert row.tool_calls == len(turns)
+    # the row says where the pod ran and how long its image pull took (the kubelet's Pulled event)
+    assert row.sandbox_node and row.image_pull_s is not None and row.image_pull_s >= 0
     # the model saw what its command did to the sandbox
     killed = [s for s in out.steps if "SandboxAgentKilled: the sandbox agent was killed" in s.messages_json]
     assert len(killed) == 1, [s.messages_json for s in out.steps]
@@ -114,6 +119,7 @@ async def test_a_pod_lost_under_the_agent_stays_an_infra_error(cluster: FakeClus
     monkeypatch.setattr(KubernetesSandbox, "tool", deleted_mid_command)
     out = await _trial(cluster, tmp_path, [_bash("sleep 5")])
     assert out.result.status == "infra_error" and retryable(out.result), (out.result.error_class, out.result.error)
+    assert out.result.error_class == "sandbox_lost", out.result.error
 
 
 async def test_a_container_killed_at_its_memory_limit_is_named_so(cluster: FakeClusterBackend, monkeypatch) -> None:
