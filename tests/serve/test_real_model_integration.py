@@ -7,8 +7,11 @@ It asserts behaviour, never a score: every model call is a recorded step, every 
 parsed or was counted as a parse failure, exit reasons come from the closed set, the server
 reported ``cached_tokens``, and the prefix cache was hit on later turns.
 
-Needs the model cache (``scripts/real_model.py``; CI runs ``make real-model`` first): without
-it the test skips, and fails under FARM_REQUIRE_SERVE=1. Nothing is downloaded here.
+Opt-in: it runs only with FARM_REAL_MODEL=1 (``make real-model-test``), because at ~1 decode
+token/s on 2 loaded cores it takes about 20 minutes and has not yet been timed on a quiet
+machine, so it is not part of ``make test`` / CI yet (docs/real-model.md). With the flag set it
+needs the model cache (``scripts/real_model.py``, ``make real-model``) and fails without it.
+Nothing is downloaded here.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from serve_helpers import REQUIRE_SERVE_ENV, free_port, serve_env
+from serve_helpers import free_port, serve_env
 
 from tests.shared import env_flag
 
@@ -40,14 +43,16 @@ BUDGET_S = 1500
 RUN_TIMEOUT_S = BUDGET_S - 60
 
 
+REAL_MODEL_ENV = "FARM_REAL_MODEL"
+
+
 def _checkpoint() -> Path:
+    if not env_flag(REAL_MODEL_ENV):
+        pytest.skip(f"real-model run is opt-in: {REAL_MODEL_ENV}=1 or make real-model-test (~20 min on 2 cores)")
     cache = Path(os.environ.get("FARM_MODEL_CACHE") or "~/.cache/farm/models").expanduser()
     ckpt = cache / "qwen2.5-coder-0.5b" / "hf"
     if not (ckpt / "provenance.json").is_file():
-        why = f"no real model at {ckpt}: run scripts/real_model.py (make real-model) first"
-        if env_flag(REQUIRE_SERVE_ENV):
-            pytest.fail(f"{why}; {REQUIRE_SERVE_ENV}=1 requires it", pytrace=False)
-        pytest.skip(why)
+        pytest.fail(f"no real model at {ckpt}: run scripts/real_model.py (make real-model) first", pytrace=False)
     return ckpt
 
 
