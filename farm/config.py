@@ -233,7 +233,7 @@ POSITIVE: tuple[str, ...] = (
     "run.seeds", "run.preflight_timeout_s", "run.max_in_flight", "run.max_attempts", "run.workers",
     "run.max_concurrent_starts", "agent.max_steps",
     "store.batch_rows", "model.timeout_s", "agent.bash_timeout_s",
-    "sandbox.kubernetes.pod_start_timeout_s",
+    "sandbox.kubernetes.pod_start_timeout_s", "sandbox.kubernetes.pull_timeout_s",
 )
 NON_NEGATIVE: tuple[str, ...] = (
     "agent.max_context_tokens", "model.max_retries", "model.temperature", "run.retry_backoff_s",
@@ -243,7 +243,7 @@ NON_NEGATIVE: tuple[str, ...] = (
 )
 # Optional numbers that, when set, must be > 0.
 POSITIVE_IF_SET: tuple[str, ...] = ("agent.max_total_time_s", "sandbox.kubernetes.pod_lifetime_s",
-                                    "sandbox.docker.image_min_free_gb")
+    "sandbox.docker.image_min_free_gb", "sandbox.kubernetes.keepalive_s", "sandbox.kubernetes.reconnect_window_s")
 # Optional factors that, when set, must be >= 1 (a limit below the request never schedules).
 AT_LEAST_ONE_IF_SET: tuple[str, ...] = ("sandbox.kubernetes.cpu_limit_factor", "sandbox.docker.cpu_limit_factor")
 # Strings that must not be empty.

@@ -125,6 +125,9 @@ def test_conf_farm_yaml_mirrors_the_embedded_defaults():
     ("sandbox.kubernetes.pod_start_timeout_s=soon", "sandbox.kubernetes.pod_start_timeout_s"),
     ("sandbox.kubernetes.pod_lifetime_s=0", "sandbox.kubernetes.pod_lifetime_s"),
     ("sandbox.kubernetes.namespace=", "sandbox.kubernetes.namespace"),
+    ("sandbox.kubernetes.pull_timeout_s=0", "sandbox.kubernetes.pull_timeout_s"),
+    ("sandbox.kubernetes.keepalive_s=-5", "sandbox.kubernetes.keepalive_s"),
+    ("sandbox.kubernetes.reconnect_window_s=0", "sandbox.kubernetes.reconnect_window_s"),
 ])
 def test_every_backend_section_is_validated_whichever_backend_is_chosen(override: str, key: str):
     value = override.split("=", 1)[1]
