@@ -208,7 +208,12 @@ def cmd_images(args: argparse.Namespace) -> int:
     if args.images_command == "check":
         from farm.sandbox.images_check import check_images
 
-        return check_images(_cfg(args), offline=args.offline, jobs=args.jobs, out=console, err=err_console)
+        return check_images(_cfg(args), offline=args.offline, jobs=args.jobs, out=console, err=err_console,
+                            lock=args.lock)
+    if args.images_command == "prepull":
+        from farm.sandbox.images_cli import prepull_images
+
+        return prepull_images(_cfg(args), next_n=args.next, out=console, err=err_console)
     return build_images(_cfg(args), push=args.push, jobs=args.jobs, out=console, err=err_console)
 
 
@@ -354,9 +359,17 @@ def build_parser() -> argparse.ArgumentParser:
                          "building; exit 1 if any task cannot resolve")
     ic.add_argument("--offline", action="store_true", help="do not ask the registry (absent images: 'not checked')")
     ic.add_argument("--jobs", type=int, default=4, help="tasks checked at once (default 4)")
+    ic.add_argument("--lock", metavar="PATH", help="also write every task's digest as an image lock "
+                    "(sandbox.kubernetes.image_lock=PATH); exit 1 naming the tasks without one")
     ic.add_argument("overrides", nargs="*", default=[])
     ic.add_argument("--config")
     ic.set_defaults(fn=cmd_images)
+    ipp = isub.add_parser("prepull", help="print a DaemonSet that pulls the run's next N images onto every "
+                          "sandbox node (kubectl apply -f -)")
+    ipp.add_argument("--next", type=int, default=20, help="how many distinct images, in plan order (default 20)")
+    ipp.add_argument("overrides", nargs="*", default=[])
+    ipp.add_argument("--config")
+    ipp.set_defaults(fn=cmd_images)
     rg = sub.add_parser("regrade", help="re-grade a finished run's stored patches in fresh sandboxes, without "
                         "re-running agents (docs/integrity.md)")
     rg.add_argument("run", help="run id")

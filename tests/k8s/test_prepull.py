@@ -64,3 +64,13 @@ def test_farm_images_prepull_prints_the_manifest_of_the_runs_images() -> None:
     assert yaml.safe_load(example) == ds
     with pytest.raises(ConfigError, match="'--next': must be >= 1"):
         prepull_images(cfg, next_n=0, out=out, err=err)
+
+
+def test_the_command_line_prints_the_same_manifest(capsys: pytest.CaptureFixture[str]) -> None:
+    from farm.cli import main
+
+    tasks_dir = shared_path("fixtures", "harbor", "swebench-verified")
+    assert main(["images", "prepull", "--next", "1", f"benchmark.path={tasks_dir}"]) == 0
+    ds = yaml.safe_load(capsys.readouterr().out)
+    validate_object(ds)
+    assert len(ds["spec"]["template"]["spec"]["containers"]) == 1  # --next reached the builder

@@ -55,3 +55,18 @@ def test_task_ids_repeated_across_benchmarks_are_refused(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match=r"task ids \['a'\] repeat"):
         write_lock(tmp_path / "l.json", [{"task_id": "a", "digest": D1}, {"task_id": "a", "digest": D2}], "x")
     assert not (tmp_path / "l.json").exists()
+
+
+def test_the_command_line_names_the_tasks_without_a_digest_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from farm.cli import main
+    from tests.shared import shared_path
+
+    tasks_dir = shared_path("fixtures", "harbor", "swebench-verified")
+    lock = tmp_path / "run.lock.json"
+    # offline, and these tasks' images would be built here: neither gives a digest to lock
+    assert main(["images", "check", "--offline", "--lock", str(lock), f"benchmark.path={tasks_dir}"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("no digest for swebench-verified/") == 2
+    assert "lock not written: 2 of 2 tasks have no digest" in err
+    assert not lock.exists()
