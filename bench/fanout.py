@@ -213,6 +213,10 @@ def main() -> None:
                 state["first"] = time.monotonic()
             state["in_flight"] += 1
             state["peak"] = max(state["peak"], state["in_flight"])
+            if state["in_flight"] == max_in_flight:
+                # one sample when the pool is full: a short run can be over between two of the
+                # sampler's 0.5 s ticks, which left the per-trial memory undefined
+                state["samples"].append((state["in_flight"], *orchestrator()))
         elif event in ("done", "retry"):
             state["in_flight"] -= 1
             state["done"] += event == "done"
