@@ -16,28 +16,42 @@ WORDS = {
 }
 
 
-def prompt_line(runs: list[Any]) -> str:
-    """``Prompt: ...`` for the header, from the trial rows of ``runs``."""
-    seen: dict[tuple[str, str, str], set[str]] = {}
+def _arms_by(runs: list[Any], columns: tuple[str, ...]) -> tuple[dict[tuple[str, ...], set[str]], int]:
+    """The arms seen per distinct value of ``columns`` (the first one decides whether a row
+    recorded it), and how many rows did not record it (stored before farm did)."""
+    seen: dict[tuple[str, ...], set[str]] = {}
     unrecorded = 0
     for run in runs:
         trials = run.trials
-        if "prompt_origin" not in trials.column_names:
+        if columns[0] not in trials.column_names:
             unrecorded += trials.num_rows
             continue
-        cols = [trials.column(c).to_pylist() for c in ("prompt_origin", "system_prompt_sha256", "tools_sha256", "arm")]
-        for origin, psha, tsha, arm in zip(*cols):
-            if origin is None:
+        cols = [trials.column(c).to_pylist() for c in (*columns, "arm")]
+        for *values, arm in zip(*cols):
+            if values[0] is None:
                 unrecorded += 1
             else:
-                seen.setdefault((origin, psha or "", tsha or ""), set()).add(str(arm))
-    parts = []
-    for (origin, psha, tsha), arms in sorted(seen.items()):
-        where = f" in arm{'s' if len(arms) > 1 else ''} {', '.join(sorted(arms))}" if len(seen) > 1 else ""
-        parts.append(f"{WORDS.get(origin, origin)}{where} (prompt sha256 {psha[:12]}, tools sha256 {tsha[:12]})")
+                seen.setdefault(tuple(v or "" for v in values), set()).add(str(arm))
+    return seen, unrecorded
+
+
+def _line(label: str, parts: list[str], unrecorded: int) -> str:
     if unrecorded:
         parts.append(f"not recorded for {unrecorded} trial row(s) (stored before farm recorded it)")
-    return "Prompt: " + ("; ".join(parts) if parts else "no trials") + "."
+    return f"{label}: " + ("; ".join(parts) if parts else "no trials") + "."
+
+
+def _where(arms: set[str], seen: dict[tuple[str, ...], set[str]]) -> str:
+    """`` in arm(s) ...`` when the arms differ, else nothing."""
+    return f" in arm{'s' if len(arms) > 1 else ''} {', '.join(sorted(arms))}" if len(seen) > 1 else ""
+
+
+def prompt_line(runs: list[Any]) -> str:
+    """``Prompt: ...`` for the header, from the trial rows of ``runs``."""
+    seen, unrecorded = _arms_by(runs, ("prompt_origin", "system_prompt_sha256", "tools_sha256"))
+    parts = [f"{WORDS.get(origin, origin)}{_where(arms, seen)} (prompt sha256 {psha[:12]}, tools sha256 {tsha[:12]})"
+             for (origin, psha, tsha), arms in sorted(seen.items())]
+    return _line("Prompt", parts, unrecorded)
 
 
 RULES = {
@@ -51,22 +65,6 @@ RULES = {
 def tool_rules_line(runs: list[Any]) -> str:
     """``Tool rules: ...`` for the header: which ``agent.compat`` the trial rows ran under
     (docs/agent.md lists what each setting changes), per arm when the arms differ."""
-    seen: dict[str, set[str]] = {}
-    unrecorded = 0
-    for run in runs:
-        trials = run.trials
-        if "agent_compat" not in trials.column_names:
-            unrecorded += trials.num_rows
-            continue
-        for compat, arm in zip(trials.column("agent_compat").to_pylist(), trials.column("arm").to_pylist()):
-            if compat is None:
-                unrecorded += 1
-            else:
-                seen.setdefault(compat, set()).add(str(arm))
-    parts = []
-    for compat, arms in sorted(seen.items()):
-        where = f" in arm{'s' if len(arms) > 1 else ''} {', '.join(sorted(arms))}" if len(seen) > 1 else ""
-        parts.append(f"{RULES.get(compat, compat)}{where}")
-    if unrecorded:
-        parts.append(f"not recorded for {unrecorded} trial row(s) (stored before farm recorded it)")
-    return "Tool rules: " + ("; ".join(parts) if parts else "no trials") + "."
+    seen, unrecorded = _arms_by(runs, ("agent_compat",))
+    parts = [f"{RULES.get(compat, compat)}{_where(arms, seen)}" for (compat,), arms in sorted(seen.items())]
+    return _line("Tool rules", parts, unrecorded)
