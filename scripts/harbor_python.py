@@ -87,11 +87,8 @@ def check(cache: Path) -> str | None:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _run(cmd: list[str], what: str) -> subprocess.CompletedProcess:
