@@ -1,7 +1,8 @@
 """The differential suite: the vendor's tool observations and file states, recorded by running
 its own tool runner (tests/fixtures/leaf/differential/README.md), replayed through farm's real
 tool path: ToolExecutor (the host side, where the vendor's harness parses Bash timeouts) ->
-LocalSandbox (bubblewrap) -> the sandbox agent -> leaf_tools / leaf_vendor.
+LocalSandbox (bubblewrap), or a podman container for a sample -> the sandbox agent -> leaf_tools
+/ leaf_vendor.
 
 Under agent.compat=leaf-2609 and leaf-legacy every case must match its transport's vectors
 exactly (observation or tool_error per call, and every path, mode and byte of the case's files
@@ -20,7 +21,9 @@ from leaf_differential import SETUP_PROGRAM, SNAPSHOT_PROGRAM, call_args, load_c
 
 from farm.agent.execution import ToolCall, ToolExecutor
 from farm.config import CHOICES, AgentConfig
-from farm.sandbox.local import LocalSandbox
+from farm.sandbox import manifests as m
+from farm.sandbox.base import Sandbox
+from tests.k8s.test_podman import PodmanBackend, _task, podman_env  # noqa: F401 - podman_env is a fixture
 
 CASES = load_corpus()
 COMPATS = ("leaf-2609", "leaf-legacy", "farm-safe")
@@ -36,11 +39,12 @@ DIFFERENCES = {
 }
 
 
-async def replay(sb: LocalSandbox, case: dict, n: int, compat: str) -> dict:
-    """The case run through farm: its observations (or tool_error) and its file state."""
+async def replay(sb: Sandbox, case: dict, n: int, compat: str, python: str = "python3") -> dict:
+    """The case run through farm: its observations (or tool_error) and its file state.
+    ``python``: an interpreter in the sandbox for the set-up and snapshot programs."""
     case_dir = f"/tmp/diff/{compat}/c{n}"
     spec = json.dumps({"case": case_dir, "files": case.get("files") or {}})
-    setup = await sb.exec(f"python3 -I -S -c {_q(SETUP_PROGRAM)} {_q(spec)}")
+    setup = await sb.exec(f"{python} -I -S -c {_q(SETUP_PROGRAM)} {_q(spec)}")
     assert setup.exit_code == 0, setup.output
     executor = ToolExecutor(sb, f"{case_dir}/ws", AgentConfig(compat=compat, tokenizer="bytes"))
     observations = []
@@ -53,7 +57,7 @@ async def replay(sb: LocalSandbox, case: dict, n: int, compat: str) -> dict:
             observations.append({"tool_error": placeholders(outcome.failure, case_dir)})
             break  # the trial ends with tool_error there, as the vendor's rollout does
         observations.append({"observation": placeholders(outcome.observation, case_dir)})
-    snap = await sb.exec(f"python3 -I -S -c {_q(SNAPSHOT_PROGRAM)} {_q(case_dir)}")
+    snap = await sb.exec(f"{python} -I -S -c {_q(SNAPSHOT_PROGRAM)} {_q(case_dir)}")
     assert snap.exit_code == 0, snap.output
     await sb.kill_leftovers()  # a timed-out call's background job must not reach the next case
     return {"observations": observations, "state": json.loads(snap.stdout)}
@@ -96,11 +100,24 @@ async def test_replay_matches_the_vendor(sandbox, compat):
     await _replay_and_compare(sandbox[0], compat, list(enumerate(CASES)))
 
 
-async def _replay_and_compare(sb: LocalSandbox, compat: str, cases: list[tuple[int, dict]]) -> None:
+@pytest.mark.integration  # a real container (podman + runc) whose image has no Python of its own
+@pytest.mark.usefixtures("podman_env")
+@pytest.mark.parametrize("compat", COMPATS)
+async def test_replay_sample_matches_the_vendor_in_a_container(compat):
+    sb = PodmanBackend().make(_task(network="no-network", workdir="/app"), "no-network")
+    await sb.start()
+    try:
+        await _replay_and_compare(sb, compat, _sample(), python=m.PYTHON)  # the toolbox's own Python
+    finally:
+        await sb.close()
+
+
+async def _replay_and_compare(sb: Sandbox, compat: str, cases: list[tuple[int, dict]],
+                              python: str = "python3") -> None:
     vectors = load_vectors("leaf-legacy" if compat == "leaf-legacy" else "leaf-2609")
     mismatched, undifferent = [], []
     for n, case in cases:
-        got = await replay(sb, case, n, compat)
+        got = await replay(sb, case, n, compat, python)
         want = {"observations": vectors[case["id"]]["observations"], "state": vectors[case["id"]]["state"]}
         if compat == "farm-safe" and case.get("differs"):
             if got == want:
