@@ -113,14 +113,10 @@ async def test_replay_sample_matches_the_vendor_in_a_container(compat):
 
 
 @pytest.mark.integration  # the Kubernetes backend through the API-server emulator (real client, real HTTP)
-@pytest.mark.parametrize("compat", [
-    "leaf-2609", "leaf-legacy",
-    pytest.param("farm-safe", marks=pytest.mark.xfail(strict=True, reason=(
-        "found by this test: in a pod (no PID-namespace jail) the sleep a timed-out farm-safe call "
-        "started is killed but stays a zombie of its non-reaping parent, so `kill -0` still says "
-        "alive and bash-timeout-kills-only-the-shell looks like the vendor's; not yet fixed"))),
-])
+@pytest.mark.parametrize("compat", COMPATS)
 async def test_replay_sample_matches_the_vendor_in_an_emulated_pod(compat, tmp_path):
+    # under farm-safe this found that in a pod (no jail's init) a timed-out call's killed child
+    # stayed a zombie until the agent's next reaper round, so `kill -0` still called it alive
     import os
     import shutil
 

@@ -411,6 +411,9 @@ def run_command(procs, command, timeout_s=120.0, cwd=None, env=None, merge_stder
         if timed_out:
             procs.kill_command(proc.pid, tag)
             proc.wait()
+            # what it started was re-parented to us as the shell died: reap it now, or until the
+            # reaper's next round `kill -0` still finds it (a zombie) where no jail's init reaps
+            procs.reap_orphans()
             _drain(sel)
     finally:
         sel.close()
