@@ -316,6 +316,27 @@ class SandboxConformance:
         await sb.close()
         assert backend.still_running(before) == []
 
+    async def test_a_timed_out_vendor_bash_call_leaves_its_job_until_close(
+            self, make_sandbox: MakeSandbox, backend: ConformanceBackend) -> None:
+        """Under agent.compat=leaf-2609 a timed-out Bash call kills its shell alone, as the vendor's
+        runner does: its background job runs on for later calls, and is still gone after close."""
+        import json
+
+        from farm.agent.execution import ToolCall, ToolExecutor
+        from farm.config import AgentConfig
+
+        sb = await make_sandbox()
+        executor = ToolExecutor(sb, "/tmp", AgentConfig(compat="leaf-2609", tokenizer="bytes"))
+        args = {"command": "sleep 1000 >/dev/null 2>&1 & echo $! > /tmp/bg.pid; sleep 30", "timeout": 1}
+        call = ToolCall.from_openai({"id": "c0", "function": {"name": "Bash", "arguments": json.dumps(args)}})
+        (outcome,) = await executor.run_turn([call])
+        assert outcome.failure is None and outcome.observation.startswith("Timed out after 1.0s")
+        r = await sb.exec("kill -0 $(cat /tmp/bg.pid) && echo alive")
+        assert r.stdout == "alive\n", r.output
+        before = backend.processes(sb)
+        await sb.close()
+        assert backend.still_running(before) == []
+
     async def test_killed_sandbox_raises_lost(self, make_sandbox: MakeSandbox, backend: ConformanceBackend) -> None:
         sb = await make_sandbox()
         assert (await sb.exec("true")).exit_code == 0
