@@ -199,10 +199,18 @@ events_logger = "file"
 
 
 def ensure_containers_conf(cache: Path, log) -> None:
-    """Point podman at a containers.conf with safe ulimits unless the caller chose one."""
-    if os.environ.get("CONTAINERS_CONF"):
-        return
+    """Point podman at a containers.conf with safe ulimits unless the caller chose one.
+
+    A caller may name the cache's own file before it exists (the tests and the Makefile do, so
+    that farm's later engine calls use it too): it is written then. Any other missing file is
+    refused, since podman fails on it."""
     conf = cache / "containers.conf"
+    chosen = os.environ.get("CONTAINERS_CONF")
+    if chosen and Path(chosen).exists():
+        return
+    if chosen and Path(chosen).resolve() != conf.resolve():
+        sys.exit(f"standin_images: CONTAINERS_CONF={chosen} does not exist")
+    conf.parent.mkdir(parents=True, exist_ok=True)
     conf.write_text(CONTAINERS_CONF.format(runtime="runc" if shutil.which("runc") else "crun"))
     os.environ["CONTAINERS_CONF"] = str(conf)
     log(f"CONTAINERS_CONF={conf} (set CONTAINERS_CONF to use another)")
@@ -264,8 +272,18 @@ def ensure_root_image(engine: Engine, suite: str, cache: Path, log) -> str:
     tar = subprocess.Popen(["tar", "-C", str(root), "--exclude=./.farm-complete", "--exclude=./proc/*",
                             "--exclude=./sys/*", "--exclude=./var/cache/apt/archives/*.deb", "-c", "."],
                            stdout=subprocess.PIPE)
-    res = subprocess.run([engine.binary, "import", "--change", f"LABEL io.farm.root.stamp={stamp}",
-                          "--change", "CMD [\"bash\"]", "-", tag], stdin=tar.stdout, capture_output=True, text=True)
+    try:
+        res = subprocess.run([engine.binary, "import", "--change", f"LABEL io.farm.root.stamp={stamp}",
+                              "--change", "CMD [\"bash\"]", "-", tag], stdin=tar.stdout, capture_output=True, text=True)
+    except BaseException:
+        tar.kill()
+        raise
+    finally:
+        # only the import may hold the pipe's read end: were it to exit early while this process
+        # still held it, tar would block on the full pipe forever (seen on a fresh machine)
+        tar.stdout.close()
+    if res.returncode != 0 and tar.poll() is None:
+        tar.kill()
     tar.wait()
     if res.returncode != 0 or tar.returncode != 0:
         sys.exit(f"standin_images: importing the {suite} root failed: {res.stderr[-1000:]}")
