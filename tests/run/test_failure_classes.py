@@ -142,7 +142,8 @@ def test_an_agent_stopped_by_a_broken_sandbox_is_an_infra_error(tmp_path: Path) 
     killer.join(5)
     assert killed
     (row,) = _rows(tmp_path / "store", summary.run_id)
-    assert (row["status"], row["error_class"], row["exit_reason"]) == ("infra_error", "tool_error", "tool_error")
+    # the sandbox was lost under the tool call: named so, not folded into "tool_error"
+    assert (row["status"], row["error_class"], row["exit_reason"]) == ("infra_error", "sandbox_lost", "tool_error")
 
 
 # --- how run_trial classifies what a sandbox factory raises -----------------------------------

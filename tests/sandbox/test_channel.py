@@ -176,8 +176,9 @@ async def test_shutdown_op_kills_background_processes(agent: Agent) -> None:
 async def test_tool_op_without_leaf_tools(tmp_path: Path) -> None:
     alone = tmp_path / "inside"
     alone.mkdir()
+    tools = {"leaf_tools.py", "leaf_vendor.py", "leaf_bash.py"}  # the tools and the vendor's rules for them
     for part in SERVER.parent.glob("*.py"):  # the agent's own modules, without the tools
-        if part.name != "leaf_tools.py":
+        if part.name not in tools:
             shutil.copy(part, alone / part.name)
     a = await start_agent(INTERPRETERS[0], alone / "server.py", tmp_path)
     try:
@@ -189,6 +190,7 @@ async def test_tool_op_without_leaf_tools(tmp_path: Path) -> None:
             "    r = exec_fn(args['command'], timeout_s=5, cwd=workdir, env=None, merge_stderr=True, output_cap=100)\n"
             "    return {'observation': name + ':' + r['stdout'], 'exit_code': r['exit_code']}\n"
         )
+        (alone / "leaf_vendor.py").write_text("")  # registers no vendor rules
         res = await a.channel.request("tool", {"name": "Bash", "args": {"command": "pwd; exit 4"},
                                                "workdir": str(tmp_path), "limits": {}})
         assert res == {"observation": f"Bash:{tmp_path}\n", "exit_code": 4}
