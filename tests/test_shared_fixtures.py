@@ -50,7 +50,8 @@ def test_bundled_fixtures_are_verbatim_copies_of_shared() -> None:
     fixtures = shared_path("fixtures")
     grading = _files(BUNDLED / "grading")
     assert grading and grading == _files(fixtures / "grading")
-    leaf = _files(BUNDLED / "leaf")
+    # differential/ is farm's own recording of the vendor's runner (its README), not a copy
+    leaf = {k: v for k, v in _files(BUNDLED / "leaf").items() if not k.startswith("differential/")}
     original = _files(fixtures / "leaf")
     # the digest lock ships with farm itself (farm/tasks/image_locks), byte-identical
     lock = original.pop("presets/image_locks/sweb-v-20260904.json")
