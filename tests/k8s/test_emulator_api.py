@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
 import pytest
 from kubernetes import watch
@@ -18,16 +17,8 @@ from farm.sandbox import manifests as m
 from farm.sandbox.base import SandboxStartError
 from farm.sandbox.kubernetes import load_clients
 
-from .test_emulator_conformance import EmulatorBackend, pytestmark  # noqa: F401 - same skip
+from .test_emulator_conformance import EmulatorBackend, emulated, emulated_cluster, pytestmark  # noqa: F401 - the same skip, and the fixtures
 from .test_kubernetes_backend import _image_task
-
-
-@pytest.fixture
-def cluster(tmp_path: Path):
-    b = EmulatorBackend(tmp_path / "emulator")
-    yield b
-    b.close()
-    assert b.emu.errors == [], b.emu.errors[0]
 
 
 async def test_tool_operations_after_start_cost_no_api_call_on_the_wire(cluster: EmulatorBackend) -> None:

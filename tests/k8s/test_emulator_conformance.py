@@ -68,10 +68,17 @@ class EmulatorBackend:
 
 @pytest.fixture
 def emulated(tmp_path: Path):
+    """A started emulator with its backend; after the test, none of its handlers may have failed.
+    The other emulator test modules import it as their ``cluster`` fixture."""
     b = EmulatorBackend(tmp_path / "emulator")
     yield b
     b.close()
     assert b.emu.errors == [], b.emu.errors[0]
+
+
+@pytest.fixture(name="cluster")
+def emulated_cluster(emulated: EmulatorBackend) -> EmulatorBackend:
+    return emulated
 
 
 class TestEmulatorConformance(fake_suite.TestKubernetesConformance):

@@ -27,7 +27,7 @@ from farm.run.gc import STALE_AFTER_S
 from farm.sandbox import manifests as m
 from farm.store.results import ResultStore
 
-from .test_emulator_conformance import EmulatorBackend, pytestmark  # noqa: F401 - same skip
+from .test_emulator_conformance import EmulatorBackend, emulated, emulated_cluster, pytestmark  # noqa: F401 - the same skip, and the fixtures
 from .test_kubernetes_backend import _image_task
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,12 +70,6 @@ def _farm_gc(cluster: EmulatorBackend, store_uri: str) -> subprocess.CompletedPr
                           capture_output=True, text=True, timeout=120, cwd=REPO)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path):
-    b = EmulatorBackend(tmp_path / "emulator")
-    yield b
-    b.close()
-    assert b.emu.errors == [], b.emu.errors[0]
 
 
 def _bystanders(cluster: EmulatorBackend) -> None:

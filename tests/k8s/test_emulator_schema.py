@@ -13,7 +13,6 @@ import json
 import re
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,16 +22,8 @@ from farm.sandbox import manifests as m
 from farm.sandbox.base import SandboxStartError
 from farm.sandbox.kubernetes import load_clients
 
-from .test_emulator_conformance import EmulatorBackend, pytestmark  # noqa: F401 - same skip
+from .test_emulator_conformance import EmulatorBackend, emulated, emulated_cluster, pytestmark  # noqa: F401 - the same skip, and the fixtures
 from .test_kubernetes_backend import _image_task
-
-
-@pytest.fixture
-def cluster(tmp_path: Path):
-    b = EmulatorBackend(tmp_path / "emulator")
-    yield b
-    b.close()
-    assert b.emu.errors == [], b.emu.errors[0]
 
 
 def _task_sc(pod: dict[str, Any]) -> dict[str, Any]:
