@@ -187,6 +187,9 @@ def check_serving(cfg: FarmConfig, *, check_port: bool = True, check_files: bool
 
 def check_port_free(host: str, port: int) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # as the server will (uvicorn sets it): a port whose last server just stopped keeps
+        # TIME_WAIT connections for a minute, which a server may bind over but a plain bind may not
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:

@@ -117,6 +117,25 @@ def test_port_taken():
             check_serving(cfg("model=frognano-4b", f"serve.port={port}"), check_files=False)
 
 
+def test_port_of_a_server_that_just_stopped_is_free():
+    """A stopped server's port keeps TIME_WAIT connections for a minute; restarting `farm serve`
+    on it must work (the real server binds with SO_REUSEADDR), found restarting a real serve."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        conn, _ = listener.accept()
+        conn.close()  # the server side closes first, so the server's port is left in TIME_WAIT
+        client.recv(1)
+        client.close()
+    with socket.socket() as plain:  # the premise: a plain bind is refused now
+        with pytest.raises(OSError):
+            plain.bind(("127.0.0.1", port))
+    check_serving(cfg("model=frognano-4b", f"serve.port={port}"), check_files=False)
+
+
 def test_source_kinds(tmp_path: Path):
     assert source_kind("microsoft/FrogNano-4B-2609") == "hub"
     assert source_kind("s3://bucket/models/x") == "bucket"
