@@ -2,7 +2,9 @@
 
 Totals sum every attempt, including attempts that ended in infra_error and were retried: that
 work was paid for. "Per trial" divides by the number of trials that have a row, "per resolved"
-by the number of resolved trials. GPU seconds are only known for the whole run (when farm
+by the number of resolved trials. The prefix-cache hit rate is cached ÷ prompt tokens over the
+attempts whose server reported both (a server that does not report ``cached_tokens`` leaves it
+unknown rather than 0 %, and does not dilute the others). GPU seconds are only known for the whole run (when farm
 served the model itself, ``meta["gpu_seconds"]``); they are split across groups in proportion
 to each group's LLM seconds.
 """
@@ -32,6 +34,14 @@ class CostRow:
     totals: dict[str, float]  # COST_FIELDS + gpu_s
     per_trial: dict[str, float]
     per_resolved: dict[str, float]
+    prefix_cache_hit_rate: float  # cached ÷ prompt tokens, NaN when no attempt reported both
+
+
+def prefix_cache_hit_rate(attempts: list[dict]) -> float:
+    """Share of prompt tokens served from the prefix cache, over attempts that reported both."""
+    both = [a for a in attempts if a.get("prompt_tokens") is not None and a.get("cached_tokens") is not None]
+    prompt = sum(a["prompt_tokens"] for a in both)
+    return sum(a["cached_tokens"] for a in both) / prompt if prompt else math.nan
 
 
 def cost_rows(run: RunData, groups: list[Group]) -> list[CostRow]:
@@ -70,6 +80,7 @@ def cost_rows(run: RunData, groups: list[Group]) -> list[CostRow]:
                 totals=tot,
                 per_trial={k: v / n_trials if n_trials else math.nan for k, v in tot.items()},
                 per_resolved={k: v / n_resolved if n_resolved else math.nan for k, v in tot.items()},
+                prefix_cache_hit_rate=prefix_cache_hit_rate(g.attempts),
             )
         )
     return rows

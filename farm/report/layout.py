@@ -16,6 +16,11 @@ def fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
+def fmt_share(value: float) -> str:
+    """A 0–1 share as a whole percentage; – when unknown."""
+    return "–" if math.isnan(value) else f"{100 * value:.0f} %"
+
+
 def fmt_ci(lo: float, hi: float) -> str:
     return "–" if math.isnan(lo) or math.isnan(hi) else f"[{lo:.1f}, {hi:.1f}]"
 

@@ -18,7 +18,7 @@ from farm.report.cost import COST_FIELDS, CostRow, cost_rows
 from farm.report.data import CELL_STATUSES, Group, RunData, not_run, outcome_groups
 from farm.report.diff import diff_runs, report_table
 from farm.report.integrity import IntegrityRow, integrity_rows
-from farm.report.layout import Column, Table, fmt, fmt_ci, trace_columns
+from farm.report.layout import Column, Table, fmt, fmt_ci, fmt_share, trace_columns
 from farm.report.main_table import MainRow, main_rows, main_table
 from farm.report.planner_table import planner_table, power_fields
 from farm.report.power import PowerOptions
@@ -372,6 +372,7 @@ def _tables(c: ReportContent) -> list[Table]:
             row[f"total_{f}"] = r.totals[f]
             row[f"{f}_per_trial"] = r.per_trial[f]
             row[f"{f}_per_resolved"] = r.per_resolved[f]
+        row["prefix_cache_hit_rate"] = r.prefix_cache_hit_rate
         cost.append(row)
 
     def per(f: str, digits: int = 0) -> Column:
@@ -390,13 +391,15 @@ def _tables(c: ReportContent) -> list[Table]:
                 ("resolved", lambda r: str(r["resolved"])),
                 per("prompt_tokens"),
                 per("cached_tokens"),
+                ("prefix-cache hits", lambda r: fmt_share(r["prefix_cache_hit_rate"])),
                 per("completion_tokens"),
                 per("llm_s", 1),
                 per("sandbox_cpu_s", 1),
                 per("gpu_s", 1),
                 *trace_columns(),
             ],
-            note="Totals include every attempt (retried infra errors too). GPU seconds are the run's "
+            note="Totals include every attempt (retried infra errors too). Prefix-cache hits: cached ÷ "
+            "prompt tokens over the attempts whose server reported both (– when none did). GPU seconds are the run's "
             "serving GPU time, split by LLM seconds; – when the run did not serve the model.",
         )
     )

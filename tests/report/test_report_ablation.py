@@ -117,3 +117,18 @@ def test_gpu_seconds_are_split_by_llm_seconds():
     run.meta["gpu_seconds"] = 100.0
     by_arm = {c.arm: c.totals["gpu_s"] for c in cost_rows(run, outcome_groups(run))}
     assert by_arm == {"base": 25.0, "x": 75.0}
+
+
+def test_prefix_cache_hit_rate_counts_only_attempts_whose_server_reported_both():
+    rows = [
+        trial("r", "b", "t1", 0, "resolved", prompt_tokens=300, cached_tokens=100),
+        trial("r", "b", "t2", 0, "unresolved", prompt_tokens=100, cached_tokens=50),
+        # an endpoint that does not report cached_tokens: unknown, so it must not count as 0 hits
+        trial("r", "b", "t3", 0, "unresolved", prompt_tokens=600, cached_tokens=None),
+    ]
+    run = run_data("r", plan_table("r", "b", ["t1", "t2", "t3"], [0], ["base"], "m"), rows)
+    (c,) = cost_rows(run, outcome_groups(run))
+    assert c.prefix_cache_hit_rate == pytest.approx(150 / 400)
+    none = run_data("r", plan_table("r", "b", ["t3"], [0], ["base"], "m"), rows[2:])
+    (c,) = cost_rows(none, outcome_groups(none))
+    assert math.isnan(c.prefix_cache_hit_rate)

@@ -59,6 +59,10 @@ def test_report_files_and_traceability(tmp_path):
         "swebench_pro", "terminal_bench_2", "patch_eval_verified"}
     md = paths.markdown.read_text()
     assert "run-a" in md and "cfg-run-a" in md and "Ablation" in md
+    # every attempt had 3000 of 5000 prompt tokens from the prefix cache
+    cost_a = next(r for r in read_csv(paths.csv["cost"]) if r["run_id"] == "run-a")
+    assert float(cost_a["prefix_cache_hit_rate"]) == pytest.approx(0.6)
+    assert "prefix-cache hits" in md and "| 60 % |" in md
     for stem in paths.figures:
         assert f"plots/{stem}.png" in md
     assert {"benchmarks", "ablation", "outcomes", "stop_reasons", "ladder_frognano-4b-2609_rl"} <= set(paths.figures)
