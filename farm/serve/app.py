@@ -137,6 +137,7 @@ def check_serving(cfg: FarmConfig, *, check_port: bool = True, check_files: bool
             f"invalid value {serving.synthesize!r} for 'model.serving.synthesize': choose 'tiny-qwen3' or null"
         )
     ek = serving.engine_kwargs
+    check_dtype_suffix(model.name, ek.get("dtype"))
     tools, reasoning, where = _registries(ek.get("tool_parser_plugin"))
     if ek.get("tool_call_parser") is not None and ek["tool_call_parser"] not in tools:
         raise ConfigError(
@@ -182,6 +183,21 @@ def check_serving(cfg: FarmConfig, *, check_port: bool = True, check_files: bool
         raise ConfigError(
             f"invalid values min_replicas={lo!r} max_replicas={hi!r} in 'model.serving': give both, "
             "0 <= min <= max (or neither for a fixed num_replicas)"
+        )
+
+
+# A served id ending in one of these names the dtype the weights are served in (the real-model
+# presets do: bf16 rounds their dequantized float32 weights once more). Rows record the id, so an
+# override of the dtype alone would mislabel every row.
+DTYPE_SUFFIXES = {"bf16": ("bfloat16",), "fp32": ("float32", "float"), "fp16": ("float16", "half")}
+
+
+def check_dtype_suffix(name: str, dtype: str | None) -> None:
+    suffix = name.rsplit(".", 1)[-1]
+    if suffix in DTYPE_SUFFIXES and dtype not in DTYPE_SUFFIXES[suffix]:
+        raise ConfigError(
+            f"invalid value {dtype!r} for 'model.serving.engine_kwargs.dtype': the served id {name!r} "
+            f"says .{suffix} ({DTYPE_SUFFIXES[suffix][0]}); change both, or neither"
         )
 
 

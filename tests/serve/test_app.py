@@ -108,6 +108,21 @@ def test_missing_model_path(tmp_path: Path):
     check_serving(cfg("model=tiny-cpu", f"model.serving.source={missing}"), check_port=False, check_files=True)
 
 
+@pytest.mark.parametrize("size", ["0.5b", "1.5b"])
+def test_real_model_presets_name_their_serving_dtype(size):
+    c = cfg(f"model=qwen2.5-coder-{size}-cpu")
+    check_serving(c, check_port=False, check_files=False)
+    assert c.model.name.endswith(".bf16") and llm_config(c)["engine_kwargs"]["dtype"] == "bfloat16"
+    # the dtype alone changed would leave every row saying bf16: refused, naming the field
+    with pytest.raises(ConfigError, match=r"'model.serving.engine_kwargs.dtype'.*says \.bf16"):
+        check_serving(cfg(f"model=qwen2.5-coder-{size}-cpu", "model.serving.engine_kwargs.dtype=float32"),
+                      check_port=False, check_files=False)
+    # both changed: the id now says what is served
+    name = c.model.name.removesuffix(".bf16") + ".fp32"
+    check_serving(cfg(f"model=qwen2.5-coder-{size}-cpu", "model.serving.engine_kwargs.dtype=float32",
+                      f"model.name={name}"), check_port=False, check_files=False)
+
+
 def test_port_taken():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
