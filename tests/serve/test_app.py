@@ -218,10 +218,13 @@ def test_farm_serve_fails_fast_with_one_line(tmp_path: Path):
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
+        with socket.socket() as probe:  # the other cases must not depend on the default port being free
+            probe.bind(("127.0.0.1", 0))
+            free = f"serve.port={probe.getsockname()[1]}"
         cases = [
             (["model=frognano-4b", f"serve.port={port}"], f"'serve.port': 127.0.0.1:{port} is already in use"),
-            (["model=frognano-4b", f"model.serving.source={tmp_path / 'nope'}"], "no such directory"),
-            (["model=frognano-4b", "model.serving.engine_kwargs.tool_call_parser=qwen9"], "'qwen9'"),
+            (["model=frognano-4b", free, f"model.serving.source={tmp_path / 'nope'}"], "no such directory"),
+            (["model=frognano-4b", free, "model.serving.engine_kwargs.tool_call_parser=qwen9"], "'qwen9'"),
             (["model=endpoint"], "has no 'model.serving.source'"),
         ]
         for overrides, message in cases:
