@@ -24,7 +24,7 @@ from scipy.stats import binomtest
 
 from farm.report.data import Group, RunData
 from farm.report.power import PowerOptions, PowerRow, power_row, variance_parts
-from farm.report.stats import BootstrapOptions, GroupStats, bootstrap_ratio
+from farm.report.stats import BootstrapOptions, GroupStats, bootstrap_ratio, wilson_ci
 
 
 @dataclass
@@ -86,11 +86,21 @@ def mcnemar(base_ok: np.ndarray, arm_ok: np.ndarray) -> tuple[int, int, float]:
 def paired_difference(
     base_ok: np.ndarray, arm_ok: np.ndarray, opts: BootstrapOptions
 ) -> tuple[float, float, float]:
-    """Mean paired difference in points and its bootstrap CI."""
+    """Mean paired difference in points and its bootstrap CI.
+
+    When every cell differs by the same amount (both arms agree everywhere, or one wins
+    everywhere) every resample is the same and the bootstrap says e.g. [0, 0]. Then the interval
+    bounds the difference by the Wilson interval of the share of tasks on which the arms disagree:
+    with no disagreement among n tasks, |Δ| is at most z²/(n + z²) (14 tasks: ±21.5 points).
+    """
     d = arm_ok.astype(float) - base_ok.astype(float)
     if d.size == 0:
         return math.nan, math.nan, math.nan
     lo, hi = bootstrap_ratio(d, np.ones_like(d), opts)
+    if lo == hi:
+        same = float(d.flat[0])
+        w_lo, w_hi = wilson_ci(abs(same), d.shape[0], opts.level)
+        lo, hi = (-w_hi, w_hi) if same == 0 else (w_lo, w_hi) if same > 0 else (-w_hi, -w_lo)
     return float(100.0 * d.mean()), lo, hi
 
 
@@ -160,7 +170,8 @@ def ablation_rows(
         base = gs[0]
         for g in gs:
             st = stat_of[(g.benchmark, g.arm, g.model)]
-            delta, dlo, dhi = paired_difference(base.resolved, g.resolved, opts)
+            # the baseline against itself is the same cells: exactly 0, not an estimate
+            delta, dlo, dhi = (0.0, 0.0, 0.0) if g is base else paired_difference(base.resolved, g.resolved, opts)
             b, c, p = mcnemar(base.resolved, g.resolved)
             tct, pct = tool_turns(g.trials, run.steps)
             ran = g.trials

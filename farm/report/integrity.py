@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from farm.report.data import Group, RunData, outcome_groups
-from farm.report.stats import BootstrapOptions, avg_at_k, bootstrap_ratio
+from farm.report.stats import BootstrapOptions, avg_at_k, rate_ci
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def integrity_rows(run: RunData, opts: BootstrapOptions | None = None,
         rows.append(IntegrityRow(
             run_id=g.run_id, config_hash=g.config_hash, benchmark=g.benchmark, arm=g.arm, model=g.model,
             avg_at_k=avg_at_k(g.resolved), clean_avg_at_k=avg_at_k(clean),
-            clean_ci=bootstrap_ratio(clean.astype(float), np.ones_like(clean, dtype=float), opts),
+            clean_ci=rate_ci(clean.astype(float), np.ones_like(clean, dtype=float), opts),
             flagged=int(flagged.sum()), flagged_resolved=int((flagged & g.resolved).sum()), by_rule=by_rule,
             regraded=len(regraded), regrade_changed=sum(r.get("original_status") != r["status"] for r in regraded),
         ))

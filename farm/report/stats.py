@@ -11,7 +11,10 @@ Conventions (docs/report.md):
   binomial formula lm-eval-harness and NeMo print beside a score.
 - Confidence intervals: percentile bootstrap that resamples tasks with replacement and, inside
   each resampled task, its seeds with replacement (two-stage cluster bootstrap), so both the
-  between-task and the within-task (sampling) variance enter the interval.
+  between-task and the within-task (sampling) variance enter the interval. When every graded
+  cell has the same outcome (0 of 14, all of them) every resample is the same and the bootstrap
+  says [0, 0]: certainty it does not have. Then the interval is the Wilson score interval with
+  one observation per task instead (0 of 14 → [0, 21.5]).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.stats import binomtest
 
 from farm.report.data import CELL_STATUSES, Group
 from farm.report.power import VarianceParts, variance_parts
@@ -133,6 +137,22 @@ def bootstrap_ratio(
     return _percentile_ci(values, opts.level)
 
 
+def rate_ci(num: np.ndarray, den: np.ndarray, opts: BootstrapOptions) -> tuple[float, float]:
+    """CI of a resolve rate: the two-stage bootstrap, or Wilson where the bootstrap is a point."""
+    lo, hi = bootstrap_ratio(num, den, opts)
+    if lo == hi:  # every graded cell had the same outcome, so every resample did too
+        return wilson_ci(lo / PCT, int((den.sum(axis=1) > 0).sum()), opts.level)
+    return lo, hi
+
+
+def wilson_ci(rate: float, n: int, level: float) -> tuple[float, float]:
+    """Wilson score interval, in points, of a rate observed on ``n`` tasks (one observation each)."""
+    if n == 0:
+        return math.nan, math.nan
+    ci = binomtest(round(rate * n), n).proportion_ci(confidence_level=level, method="wilson")
+    return float(ci.low) * PCT, float(ci.high) * PCT
+
+
 def _percentile_ci(values: np.ndarray, level: float) -> tuple[float, float]:
     values = values[~np.isnan(values)]
     if values.size == 0:
@@ -183,8 +203,8 @@ def group_stats(group: Group, opts: BootstrapOptions | None = None) -> GroupStat
     ok = group.resolved
     graded = group.graded
     n_tasks, k = ok.shape
-    lo, hi = bootstrap_ratio(ok.astype(float), np.ones_like(ok, dtype=float), opts)
-    glo, ghi = bootstrap_ratio((ok & graded).astype(float), graded.astype(float), opts)
+    lo, hi = rate_ci(ok.astype(float), np.ones_like(ok, dtype=float), opts)
+    glo, ghi = rate_ci((ok & graded).astype(float), graded.astype(float), opts)
     n = np.full(n_tasks, k)
     c = ok.sum(axis=1)
     classes: dict[tuple[str, str], int] = {}

@@ -42,8 +42,15 @@ def test_majority_is_strictly_more_than_half():
 
 
 def test_paired_difference_of_one_cell_and_of_none():
+    z2 = 1.959963984540054 ** 2
     one = ab.paired_difference(np.array([[False]]), np.array([[True]]), OPTS)
-    assert one == (100.0, 100.0, 100.0)
+    # one task, the arm wins: the bootstrap is a point, so Wilson of 1 disagreement in 1 task
+    assert one == pytest.approx((100.0, 100 / (1 + z2), 100.0))
+    # 14 tasks, the arms agree on all (0 vs 0): not [0, 0] but ± z²/(n+z²) = ±21.5 points
+    same = ab.paired_difference(np.zeros((14, 1), bool), np.zeros((14, 1), bool), OPTS)
+    assert same == pytest.approx((0.0, -100 * z2 / (14 + z2), 100 * z2 / (14 + z2)))
+    lost = ab.paired_difference(np.ones((14, 2), bool), np.zeros((14, 2), bool), OPTS)
+    assert lost == pytest.approx((-100.0, -100.0, -100 * 14 / (14 + z2)))
     empty = ab.paired_difference(np.zeros((0, 2), bool), np.zeros((0, 2), bool), OPTS)
     assert all(math.isnan(v) for v in empty)
     assert ab.paired_difference(np.array([[True, True]]), np.array([[False, True]]), OPTS)[0] == -50.0

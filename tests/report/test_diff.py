@@ -7,6 +7,7 @@ import hashlib
 import json
 
 import numpy as np
+import pytest
 import yaml
 
 from farm.cli import main
@@ -57,7 +58,10 @@ def test_paired_statistics_are_the_reports_on_the_cells_both_runs_hold(demo_runs
         paired_difference(ok_a, ok_b, BootstrapOptions())
     assert (changed["mcnemar_b"], changed["mcnemar_c"], changed["mcnemar_p"]) == mcnemar(ok_a, ok_b)
     same = next(a for a in out["arms"] if a["arm"] == "same")
-    assert (same["delta_pts"], same["delta_ci_low"], same["delta_ci_high"], same["flipped"]) == (0.0, 0.0, 0.0, 0)
+    # no task changed: not [0, 0] but the Wilson bound of 0 disagreements in len(TASKS) tasks
+    bound = 100 * 1.959963984540054 ** 2 / (len(TASKS) + 1.959963984540054 ** 2)
+    assert (same["delta_pts"], same["flipped"]) == (0.0, 0)
+    assert (same["delta_ci_low"], same["delta_ci_high"]) == pytest.approx((-bound, bound))
 
 
 def test_terminal_table_prints_counts_reasons_and_the_difference(demo_runs: DemoRuns, capsys) -> None:

@@ -116,10 +116,21 @@ def test_bootstrap_is_seeded_and_reproducible():
     assert other.ci_low <= other.avg_at_k <= other.ci_high
 
 
-def test_bootstrap_degenerate_outcomes_give_point_intervals():
+def test_all_equal_outcomes_get_the_wilson_interval_not_a_point():
+    # every resample of an all-resolved (or all-failed) table is the same, so the percentile
+    # bootstrap says [100, 100]; Wilson with n = tasks, by hand: z²/(n+z²) = 3.8415/5.8415
+    z2 = 1.959963984540054 ** 2
     s = stats_of(matrix_run("r", "b", {"a": "RRR", "b": "RRR"}))
-    assert (s.ci_low, s.ci_high) == (100.0, 100.0)
+    assert s.ci_low == pytest.approx(100 * 2 / (2 + z2)) and s.ci_high == pytest.approx(100.0)
     assert s.flip_rate == 0.0
+    none = stats_of(matrix_run("r", "b", {f"t{i:02d}": "U" for i in range(14)}))  # 0 of 14, k = 1
+    assert none.ci_low == pytest.approx(0.0) and none.ci_high == pytest.approx(100 * z2 / (14 + z2))
+    assert none.ci_high == pytest.approx(21.53, abs=0.01)
+    # graded-only: an infra error leaves its task out, so n = 13 tasks with a graded cell
+    infra = stats_of(matrix_run("r", "b", {**{f"t{i:02d}": "U" for i in range(13)}, "t13": "I"}))
+    assert infra.graded_ci_high == pytest.approx(100 * z2 / (13 + z2))
+    # and a claim of 20 % is not refuted by 14 failures
+    assert judge(_claim(20.0, "avg@1"), none).verdict == "reproduced"
 
 
 def test_bootstrap_width_matches_the_binomial_standard_error():
