@@ -15,6 +15,11 @@ Rules, in order, and why:
   them;
 * otherwise the whole reply, when it is exactly one call object or a list of them (bare JSON).
 
+Wherever a list of calls is accepted, so are call objects written one after another (one per
+line, as JSON Lines): the 0.5B wrote five calls that way in one turn, and reading the block as
+one malformed call gave the model "file_path is required" until it gave up
+(tests/fixtures/real_model/outputs.json).
+
 A fenced or bare object is a call only when it names a tool the request offered or has the
 call's shape (``name`` plus ``arguments``/``parameters``): a model that shows a JSON file in a
 fence is not calling anything, but one that calls a tool it invented is (the agent answers
@@ -60,13 +65,27 @@ def _as_call(obj: Any) -> Call | None:
     return Call(name, json.dumps(args, ensure_ascii=False))
 
 
+def _json_items(body: str) -> list[Any] | None:
+    """The JSON values a text holds: one value (a list is its items), or several written one after
+    another; None when any part is not JSON."""
+    decoder, items, pos = json.JSONDecoder(), [], 0
+    while True:
+        while pos < len(body) and body[pos].isspace():
+            pos += 1
+        if pos == len(body):
+            return items or None
+        try:
+            value, pos = decoder.raw_decode(body, pos)
+        except ValueError:
+            return None
+        items.extend(value if isinstance(value, list) else [value])
+
+
 def _calls_in(body: str) -> list[Call] | None:
-    """The call(s) a JSON text holds; None when it is not JSON or holds no call."""
-    try:
-        data = json.loads(body)
-    except ValueError:
+    """The call(s) a JSON text holds; None when it is not JSON or anything in it is not a call."""
+    items = _json_items(body)
+    if items is None:
         return None
-    items = data if isinstance(data, list) else [data]
     calls = [c for c in (_as_call(x) for x in items) if c is not None]
     return calls if calls and len(calls) == len(items) else None
 
@@ -86,12 +105,8 @@ def _offered(calls: list[Call], offered: frozenset[str] | None, body: str) -> bo
     can recover, where a final answer would end the trial."""
     if offered is None or all(c.name in offered for c in calls):
         return True
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return False
-    items = data if isinstance(data, list) else [data]
-    return all(isinstance(x, dict) and isinstance(x.get("name"), str) and any(k in x for k in ARG_KEYS)
+    items = _json_items(body)
+    return items is not None and all(isinstance(x, dict) and isinstance(x.get("name"), str) and any(k in x for k in ARG_KEYS)
                for x in items)
 
 

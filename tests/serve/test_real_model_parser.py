@@ -84,6 +84,26 @@ def test_recorded_real_model_outputs() -> None:
     for case in json.loads(RECORDED.read_text()):
         calls, _ = extract_calls(case["content"], OFFERED)
         assert [c.name for c in calls] == case["expect_calls"], case["content"][:200]
+        if "expect_json_arguments" in case:  # parsed calls, or one malformed call the agent counts
+            assert all(_json_ok(c.arguments) for c in calls) is case["expect_json_arguments"], case["source"]
+
+
+def _json_ok(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+def test_calls_written_one_after_another_are_all_calls() -> None:
+    # JSON Lines in a fence, in a tag and bare: every object is a call; one non-call object
+    # (a made-up tool response) makes the block a malformed attempt, as any invalid JSON does
+    lines = '{"name": "Bash", "arguments": {"command": "ls"}}\n{"name": "Read", "arguments": {"file_path": "/a"}}'
+    for text in (lines, f"<tool_call>\n{lines}\n</tool_call>", f"Now:\n```json\n{lines}\n```"):
+        calls, _ = extract_calls(text, OFFERED)
+        assert [(c.name, _args(c)) for c in calls] == [("Bash", {"command": "ls"}), ("Read", {"file_path": "/a"})]
+    calls, _ = extract_calls(lines + '\n{"error": "no such file"}', OFFERED)
+    assert [c.name for c in calls] == ["Bash"] and not _json_ok(calls[0].arguments)
 
 
 @pytest.mark.serve_stack("vllm")
