@@ -207,8 +207,12 @@ class RayExecutor:
             except Exception:  # noqa: BLE001
                 pass
             raise
+        # OutOfMemoryError is not a RayActorError: Ray's memory monitor killed the actor because
+        # the node ran low (two vLLM servers beside a run did that here), and it ended the whole
+        # run with a traceback instead of costing the trials in flight one retried attempt
         except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
-                ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError) as exc:
+                ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
+                ray.exceptions.OutOfMemoryError) as exc:
             if self.actors[i] is actor:  # replace it once, not once per trial it held
                 self.actors[i] = self._new_actor()
                 self.restarts += 1

@@ -106,8 +106,8 @@ def _offered(calls: list[Call], offered: frozenset[str] | None, body: str) -> bo
     if offered is None or all(c.name in offered for c in calls):
         return True
     items = _json_items(body)
-    return items is not None and all(isinstance(x, dict) and isinstance(x.get("name"), str) and any(k in x for k in ARG_KEYS)
-               for x in items)
+    return items is not None and all(
+        isinstance(x, dict) and isinstance(x.get("name"), str) and any(k in x for k in ARG_KEYS) for x in items)
 
 
 def extract_calls(text: str, offered: frozenset[str] | None = None) -> tuple[list[Call], str]:

@@ -1,0 +1,63 @@
+"""A Ray worker killed by Ray's memory monitor costs its trial one infra_error attempt, like any
+lost worker: ``ray.exceptions.OutOfMemoryError`` is not a ``RayActorError``, and before it was
+caught it ended a whole run with a traceback (two vLLM servers beside a run, 22.4 of 23.5 GB).
+
+Ray's monitor cannot be made to kill exactly one actor at a chosen moment (a low
+``RAY_memory_usage_threshold`` kills the pool before it starts), so the executor's own ``submit``
+runs here against an actor whose call fails the way Ray reports that kill."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import ray.exceptions
+
+from farm.config import load_config
+from farm.run.plan import TrialSpec
+from farm.run.workers import RayExecutor, TrialJob
+from farm.tasks.harbor import load_harbor_task
+
+from .conftest import CHECK_ANSWER, make_task
+
+OOM = ("2 worker(s) were killed due to the node running low on memory. Memory on the node "
+       "(IP: 127.0.0.1) was 22.36GB used / 23.54GB limit (0.950051)")
+
+
+class _Method:
+    def __init__(self, exc: BaseException | None) -> None:
+        self.exc, self.calls = exc, 0
+
+    def remote(self, *_args: object):
+        self.calls += 1
+
+        async def ref():
+            if self.exc is not None:
+                raise self.exc
+            return "ran"
+        return ref()
+
+
+class _Actor:
+    def __init__(self, exc: BaseException | None = None) -> None:
+        self.run = _Method(exc)
+
+
+def test_a_worker_killed_for_memory_is_a_retryable_infra_error_and_is_replaced(tmp_path: Path) -> None:
+    task = load_harbor_task(make_task(tmp_path / "tasks", "t0", CHECK_ANSWER), "test")
+    cfg = load_config([f"store.uri={tmp_path / 'store'}"])
+    executor = RayExecutor(cfg)
+    executor._ref = lambda obj: obj  # no object store: the call below never reaches Ray
+    killed = _Actor(ray.exceptions.OutOfMemoryError(OOM))
+    executor.actors = [killed]
+    executor._new_actor = _Actor
+    spec = TrialSpec("run", "k" * 64, task.benchmark, task.task_id, 0, "base", "oracle")
+
+    outcome = asyncio.run(executor.submit(TrialJob(spec, task, cfg, attempt=1)))
+
+    row = outcome.result
+    assert (row.status, row.error_class) == ("infra_error", "worker_lost")
+    assert row.error.startswith("OutOfMemoryError: 2 worker(s) were killed") and row.trial_key == spec.trial_key
+    # the dead actor is replaced once, and the next trial runs on the new one
+    assert executor.actors[0] is not killed and executor.restarts == 1
+    assert asyncio.run(executor.submit(TrialJob(spec, task, cfg, attempt=2))) == "ran"
