@@ -9,6 +9,8 @@ then prints the score per module and in total and fails below the threshold.
 Groups:
   core    the [tool.mutmut] table of pyproject.toml as it is: grading, plan, store, agent loop
           and tool execution, report statistics and ablation. Its tests start real sandboxes.
+  parsers the tool-call parser real models need (farm/serve/lenient_calls.py) and the report's
+          cost rows (prefix-cache hit rate), with their pure tests: no vLLM, no sandbox.
   inside  the sandbox agent (farm/sandbox/inside), tested in-process only. It needs its own
           working directory: a mutated agent file imports mutmut, which a sandbox's interpreter
           (run with -I -S) cannot, so no sandbox may start from a tree holding one.
@@ -33,6 +35,13 @@ MUTMUT = Path(sys.executable).with_name("mutmut")
 
 GROUPS: dict[str, dict[str, list[str]]] = {
     "core": {},
+    "parsers": {
+        "only_mutate": ["farm/serve/lenient_calls.py", "farm/report/cost.py"],
+        "pytest_add_cli_args_test_selection": [
+            "tests/serve/test_real_model_parser.py", "tests/serve/test_parser_robustness.py",
+            "tests/report/test_report_ablation.py",
+        ],
+    },
     "inside": {
         "only_mutate": ["farm/sandbox/inside/*.py"],
         "pytest_add_cli_args_test_selection": [
