@@ -91,8 +91,13 @@ def main_rows(groups: list[Group], stats: list[GroupStats], integrity: list[Inte
 
 def model_cell(model: str, served_by: str) -> str:
     """The group's model with what answered it when that says more (``frognano-4b (leaf ·
-    frognano-4b)``); one cell, so provenance costs no column."""
-    return model if served_by in ("–", model) else f"{model} ({served_by})"
+    microsoft/FrogNano-4B-2609)``); one cell, so provenance costs no column. An id that answered
+    under its own name is not written twice (``<id> (leaf)``): the real-model ids are 70
+    characters, and the terminal table wrapped the repeat over ten lines."""
+    if served_by in ("–", model):
+        return model
+    policy, sep, answered = served_by.partition(" · ")
+    return f"{model} ({policy})" if sep and answered == model else f"{model} ({served_by})"
 
 
 def claim_cell(r: dict) -> str:

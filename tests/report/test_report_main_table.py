@@ -188,3 +188,14 @@ def test_the_terminal_table_wraps_long_names_instead_of_cutting_them() -> None:
     width = len(lines[first][col:].split("  ")[0])
     row = itertools.takewhile(lambda line: not line.startswith("benchmark"), lines[first:])  # to section 2
     assert "".join(line[col:col + width].strip() for line in row) == long_model
+
+
+def test_model_cell_names_what_answered_once() -> None:
+    from farm.report.main_table import model_cell
+
+    assert model_cell("frognano-4b", "leaf · microsoft/FrogNano-4B-2609") == \
+        "frognano-4b (leaf · microsoft/FrogNano-4B-2609)"
+    assert model_cell("qwen-x.bf16", "leaf · qwen-x.bf16") == "qwen-x.bf16 (leaf)"
+    assert model_cell("frognano-4b", "oracle") == "frognano-4b (oracle)"  # never under a model's name alone
+    assert model_cell("m", "leaf · no answer") == "m (leaf · no answer)"
+    assert model_cell("m", "–") == "m" and model_cell("m", "m") == "m"
