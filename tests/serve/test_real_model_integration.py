@@ -15,6 +15,7 @@ here. Timed on the 2-core VM (docs/real-model.md): ~80 s to serve, then the two 
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -103,4 +104,13 @@ def test_real_model_runs_two_bundled_tasks_end_to_end(tmp_path: Path) -> None:
                       "tool_calls": sum(r["tool_calls"] for r in trials),
                       "tool_parse_failures": sum(r["tool_parse_failures"] for r in trials),
                       "exit_reasons": sorted(r["exit_reason"] for r in trials)}), file=sys.stderr)
-    assert "cached_tokens" in out  # the report farm run printed has the cost table with cached tokens
+    # the report, from the store alone, shows the measured prefix-cache hit rate (issue 14): the
+    # same share the steps give, since a trial's token totals are its steps' sums
+    report = subprocess.run([sys.executable, "-m", "farm.cli", "report", "real", "--store", str(store),
+                             "--out", str(tmp_path / "report")], capture_output=True, text=True, timeout=300,
+                            stdin=subprocess.DEVNULL)
+    assert report.returncode == 0, report.stderr[-4000:]
+    with (tmp_path / "report" / "cost.csv").open() as f:
+        (cost,) = list(csv.DictReader(f))
+    assert float(cost["prefix_cache_hit_rate"]) == pytest.approx(cached / prompt, abs=1e-5)  # CSV: 6 digits
+    assert "prefix-cache hits" in (tmp_path / "report" / "report.md").read_text()
