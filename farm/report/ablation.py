@@ -96,9 +96,10 @@ def paired_difference(
     d = arm_ok.astype(float) - base_ok.astype(float)
     if d.size == 0:
         return math.nan, math.nan, math.nan
-    lo, hi = bootstrap_ratio(d, np.ones_like(d), opts)
-    if lo == hi:
-        same = float(d.flat[0])
+    same = float(d.flat[0])
+    if not (d == same).all():
+        lo, hi = bootstrap_ratio(d, np.ones_like(d), opts)
+    else:  # every resample would be this one difference
         w_lo, w_hi = wilson_ci(abs(same), d.shape[0], opts.level)
         lo, hi = (-w_hi, w_hi) if same == 0 else (w_lo, w_hi) if same > 0 else (-w_hi, -w_lo)
     return float(100.0 * d.mean()), lo, hi

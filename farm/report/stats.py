@@ -139,10 +139,10 @@ def bootstrap_ratio(
 
 def rate_ci(num: np.ndarray, den: np.ndarray, opts: BootstrapOptions) -> tuple[float, float]:
     """CI of a resolve rate: the two-stage bootstrap, or Wilson where the bootstrap is a point."""
-    lo, hi = bootstrap_ratio(num, den, opts)
-    if lo == hi:  # every graded cell had the same outcome, so every resample did too
-        return wilson_ci(lo / PCT, int((den.sum(axis=1) > 0).sum()), opts.level)
-    return lo, hi
+    graded = num[den > 0]
+    if graded.size and (graded == graded.flat[0]).all():  # every resample would be this one value
+        return wilson_ci(float(graded.flat[0]), int((den.sum(axis=1) > 0).sum()), opts.level)
+    return bootstrap_ratio(num, den, opts)
 
 
 def wilson_ci(rate: float, n: int, level: float) -> tuple[float, float]:
