@@ -8,7 +8,7 @@ in-trial overhead that is neither model latency, tool time, sandbox start nor gr
 Parquet rows/s and store objects per 100 trials.
 
 ``--sandbox none`` uses the benchmark-only backend that isolates and runs nothing
-(farm/sandbox/null.py; this script sets FARM_BENCH_NULL_SANDBOX=1, which it requires) and a
+(farm/sandbox/none/sandbox.py; this script sets FARM_BENCH_NULL_SANDBOX=1, which it requires) and a
 zero-latency endpoint, so what is measured is the driver, the Ray workers and the store alone.
 ``--store s3`` writes to a moto S3 server on 127.0.0.1 instead of a local directory.
 
@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from farm.config import load_config  # noqa: E402
 from farm.run import driver  # noqa: E402
-from farm.sandbox.null import GUARD_ENV  # noqa: E402
+from farm.sandbox.none.sandbox import GUARD_ENV  # noqa: E402
 from farm.store import ResultStore  # noqa: E402
 
 
@@ -168,7 +168,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--max-in-flight", type=int, default=None, help="run.max_in_flight (default: --trials)")
     ap.add_argument("--sandbox", choices=["local", "none"], default="local",
-                    help="none: the benchmark-only backend that runs and isolates nothing (farm/sandbox/null.py)")
+                    help="none: the benchmark-only backend that runs and isolates nothing "
+                         "(farm/sandbox/none/sandbox.py)")
     ap.add_argument("--store", choices=["local", "s3"], default="local", help="s3: a moto S3 server on 127.0.0.1")
     ap.add_argument("--json", action="store_true", help="also print the numbers as one JSON line")
     args = ap.parse_args()

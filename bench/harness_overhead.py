@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from farm.agent import LLMClient, run_agent  # noqa: E402
 from farm.agent.tokens import TokenCounter  # noqa: E402
 from farm.config import AgentConfig, ModelConfig  # noqa: E402
-from farm.sandbox.local import LocalSandbox  # noqa: E402
+from farm.sandbox.local.sandbox import LocalSandbox  # noqa: E402
 from farm.tasks.model import Environment, Task, VerifierSpec  # noqa: E402
 
 

@@ -28,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from farm.sandbox import local  # noqa: E402
-from farm.sandbox.local import JAIL_ENV, LocalSandbox  # noqa: E402
+from farm.sandbox.local import sandbox as local  # noqa: E402
+from farm.sandbox.local.sandbox import JAIL_ENV, LocalSandbox  # noqa: E402
 
 
 def _without_jail(make_argv):

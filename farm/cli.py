@@ -55,7 +55,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     require_endpoint(cfg)  # before loading tasks or starting anything: one line naming the fix
     loaded = None
     if not cfg.experiment.benchmarks:  # several benchmarks: the driver loads them and logs their failures
-        from farm.tasks.registry import load_benchmark_report
+        from farm.tasks.benchmark import load_benchmark_report
 
         loaded = load_benchmark_report(cfg.benchmark)
     tasks = loaded.tasks if loaded is not None else None
@@ -157,8 +157,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from farm.config import config_hash, require_endpoint, to_yaml
     from farm.errors import UnsupportedTaskError
     from farm.sandbox.registry import check_environment, check_task
+    from farm.tasks.benchmark import load_benchmark_report
     from farm.tasks.cli import print_report
-    from farm.tasks.registry import load_benchmark_report
 
     cfg = _cfg(args)
     require_endpoint(cfg)  # what `farm run` would refuse, `farm validate` refuses too
@@ -201,17 +201,17 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
 
 def cmd_images(args: argparse.Namespace) -> int:
-    from farm.sandbox.images_cli import build_images, prune_images
+    from farm.sandbox.images.cli import build_images, prune_images
 
     if args.images_command == "prune":
         return prune_images(_cfg(args), everything=args.all, out=console, err=err_console)
     if args.images_command == "check":
-        from farm.sandbox.images_check import check_images
+        from farm.sandbox.images.check import check_images
 
         return check_images(_cfg(args), offline=args.offline, jobs=args.jobs, out=console, err=err_console,
                             lock=args.lock)
     if args.images_command == "prepull":
-        from farm.sandbox.images_cli import prepull_images
+        from farm.sandbox.images.cli import prepull_images
 
         return prepull_images(_cfg(args), next_n=args.next, out=console, err=err_console)
     return build_images(_cfg(args), push=args.push, jobs=args.jobs, out=console, err=err_console)
@@ -260,8 +260,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     import json
 
-    from farm.run.forecast import forecast, load_pilot, load_plan_spec
-    from farm.run.forecast_cli import print_forecast
+    from farm.forecast.cli import print_forecast
+    from farm.forecast.model import forecast, load_pilot, load_plan_spec
     from farm.store.results import ResultStore
 
     spec = load_plan_spec(args.plan, list(args.overrides))

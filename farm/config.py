@@ -51,7 +51,7 @@ class BenchmarkConfig:
     strict: bool = False  # a task that fails to load fails the command (default: reported, skipped)
     mirror: Optional[str] = None  # replaces the source's git URL: a bare repo, a checkout, or a URL
     cache_dir: Optional[str] = None  # null: $FARM_CACHE_DIR/sources, else ~/.cache/farm/sources
-    # remove the task repository's history beyond HEAD before the agent starts (farm/run/history.py);
+    # remove the task repository's history beyond HEAD before the agent starts (farm/grade/history.py);
     # null: only tasks graded by their git patch (their history may hold the fix)
     strip_history: Optional[bool] = None
 

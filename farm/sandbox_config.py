@@ -20,7 +20,7 @@ class LocalSandboxConfig:
     public_network: str = "isolated"
 
 
-# Capability profiles of the pod/container spec (farm/sandbox/manifests.py reads them).
+# Capability profiles of the pod/container spec (farm/sandbox/relayed/manifests.py reads them).
 CAPABILITY_PROFILES = ("restricted", "none", "runtime-default")
 # Public egress still may not reach cloud metadata or cluster-internal addresses.
 DEFAULT_EGRESS_EXCEPT = ("169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
@@ -82,7 +82,7 @@ class DockerSandboxConfig:
     memory_limit: str | None = None
     pull: str = "missing"  # missing | always | never
     # before a build, farm's oldest task builds are removed until this much is free on the
-    # engine's storage (farm/sandbox/image_cache.py); null: never remove any
+    # engine's storage (farm/sandbox/images/cache.py); null: never remove any
     image_min_free_gb: float | None = 10.0
     runtime: str | None = None  # e.g. runsc for gVisor
     extra_args: list[str] = field(default_factory=list)
@@ -93,7 +93,7 @@ class DockerSandboxConfig:
 
 @dataclass
 class NullSandboxConfig:
-    """``sandbox.none.*``: the benchmark-only backend that isolates and runs nothing (farm/sandbox/null.py)."""
+    """``sandbox.none.*``: the benchmark-only backend that isolates and runs nothing (farm/sandbox/none/sandbox.py)."""
 
     reward: float = 1.0  # the constant every null verifier "writes": rows of sandbox_backend=none measure no agent
 
@@ -102,7 +102,7 @@ class NullSandboxConfig:
 class SandboxConfig:
     backend: str = "local"  # local | kubernetes | docker | none (benchmarks of the orchestrator only)
     # the task's image: pull the image it names, build its environment/Dockerfile, or pull and
-    # build when the pull fails (farm/sandbox/images.py)
+    # build when the pull fails (farm/sandbox/images/engine.py)
     image_policy: str = "pull-or-build"
     local: LocalSandboxConfig = field(default_factory=LocalSandboxConfig)
     kubernetes: KubernetesSandboxConfig = field(default_factory=KubernetesSandboxConfig)

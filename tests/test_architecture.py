@@ -15,7 +15,7 @@ PACKAGE = REPO / "farm"
 PAYLOADS = PACKAGE / "tasks" / "builtin"
 MAX_LINES = 500
 # Backend implementations: only the registry may import them.
-BACKEND_MODULES = {"farm.sandbox.local", "farm.sandbox.kubernetes", "farm.sandbox.container"}
+BACKEND_MODULES = {"farm.sandbox.local.sandbox", "farm.sandbox.kubernetes.sandbox", "farm.sandbox.docker.sandbox"}
 
 
 def _modules() -> dict[str, Path]:

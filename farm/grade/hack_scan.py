@@ -1,6 +1,6 @@
 """A deterministic scan of an agent's tool calls for ways of passing without solving the task.
 
-Stripping the repository's history (farm/run/history.py) and hiding the verifier's files stop
+Stripping the repository's history (farm/grade/history.py) and hiding the verifier's files stop
 the known shortcuts; the scan shows who tried them anyway, so a score can be reported twice:
 as measured, and *clean* (every flagged trial counted as unresolved). Rules are static, read
 only the tool calls the model made (the steps table), and say which step matched and why.

@@ -34,8 +34,8 @@ from farm.run.trial import UNSUPPORTED, TrialOutcome, retryable
 from farm.run.workers import TrialJob, make_executor
 from farm.store.results import ResultStore
 from farm.store.writer import BatchWriter
+from farm.tasks.benchmark import load_benchmark
 from farm.tasks.model import Task
-from farm.tasks.registry import load_benchmark
 
 HEARTBEAT_S = 30.0
 

@@ -26,9 +26,9 @@ from farm.config import FarmConfig, config_hash, resolved_agent
 from farm.errors import FarmError
 from farm.grade.hack_scan import scan_steps
 from farm.grade.harbor import GradeResult, run_harbor_verifier
+from farm.grade.history import HistoryStripError, should_strip, strip_history
 from farm.grade.patch import PatchError, apply_patch, capture_patch, head_commit
 from farm.run.endpoint import host_port
-from farm.run.history import HistoryStripError, should_strip, strip_history
 from farm.run.plan import TrialSpec
 from farm.sandbox.base import (
     ImageProvenance,

@@ -19,10 +19,10 @@ from farm.sandbox.base import GcReport, Sandbox
 from farm.tasks.model import Task
 
 BACKEND_MODULES: dict[str, str] = {
-    "local": "farm.sandbox.local",
-    "kubernetes": "farm.sandbox.kubernetes",
-    "docker": "farm.sandbox.container",
-    "none": "farm.sandbox.null",  # no isolation: refused outside bench/fanout.py (farm/sandbox/null.py)
+    "local": "farm.sandbox.local.sandbox",
+    "kubernetes": "farm.sandbox.kubernetes.sandbox",
+    "docker": "farm.sandbox.docker.sandbox",
+    "none": "farm.sandbox.none.sandbox",  # no isolation: refused outside bench/fanout.py (farm/sandbox/none/sandbox.py)
 }
 
 

@@ -103,7 +103,7 @@ class TrialResult:
     farm_version: str | None = None
     reasoning_field: str | None = None  # "reasoning" (vLLM) | "reasoning_content" (SGLang)
     patch_bytes: int | None = None
-    # tamper-proofing (farm/run/history.py, farm/grade/hack_scan.py)
+    # tamper-proofing (farm/grade/history.py, farm/grade/hack_scan.py)
     base_commit: str | None = None  # HEAD of the task repository when the agent started
     history_refs_removed: int | None = None  # null: history was not stripped (see benchmark.strip_history)
     history_objects_removed: int | None = None

@@ -45,7 +45,7 @@ def list_tasks(cfg: BenchmarkConfig, *, as_json: bool = False, out: Console, err
                path: str | None = None) -> int:
     from dataclasses import replace
 
-    from farm.tasks.registry import load_benchmark_report
+    from farm.tasks.benchmark import load_benchmark_report
 
     if path:
         cfg = replace(cfg, path=path)

@@ -434,7 +434,7 @@ def load_harbor_dir(
 ) -> list[Task]:
     """Every task under ``root``, strictly: the first task that fails to load is the error.
 
-    (Commands load through ``farm.tasks.registry``, which reports failures and goes on.)
+    (Commands load through ``farm.tasks.benchmark``, which reports failures and goes on.)
     """
     loaded = load_harbor_tasks(harbor_candidates(root), benchmark, defaults=defaults, source=source)
     if loaded.report.failures:

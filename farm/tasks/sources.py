@@ -341,7 +341,7 @@ def load_benchmark(
     ``image_lock=True`` applies the source's own lock, a string names another, False/None none.
     A selected task id that the benchmark does not have is an error, as is a task missing
     from the lock; both happen here, before any sandbox exists. Tasks that fail to load are
-    logged and skipped (``farm.tasks.registry`` reports them).
+    logged and skipped (``farm.tasks.benchmark`` reports them).
     """
     src = get_source(name)
     directory = Path(root) if root is not None else materialize(src, cache_dir, offline=offline, mirror=mirror)

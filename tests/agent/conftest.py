@@ -13,7 +13,7 @@ from agent_helpers import make_task
 from farm.agent.llm import LLMClient
 from farm.agent.policies.server import PolicyServer, start_policy_server
 from farm.config import ModelConfig
-from farm.sandbox.local import LocalSandbox
+from farm.sandbox.local.sandbox import LocalSandbox
 
 
 @pytest.fixture

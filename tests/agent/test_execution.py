@@ -8,7 +8,7 @@ from pathlib import Path
 from agent_helpers import agent_cfg, make_task
 
 from farm.agent.execution import ToolCall, ToolExecutor
-from farm.sandbox.local import LocalSandbox
+from farm.sandbox.local.sandbox import LocalSandbox
 
 
 def call(call_id: str, name: str, args_ok: bool = True, **args) -> ToolCall:

@@ -21,8 +21,8 @@ from leaf_differential import SETUP_PROGRAM, SNAPSHOT_PROGRAM, call_args, load_c
 
 from farm.agent.execution import ToolCall, ToolExecutor
 from farm.config import CHOICES, AgentConfig
-from farm.sandbox import manifests as m
 from farm.sandbox.base import Sandbox
+from farm.sandbox.relayed import manifests as m
 from tests.k8s.test_podman import PodmanBackend, _task, podman_env  # noqa: F401 - podman_env is a fixture
 
 CASES = load_corpus()

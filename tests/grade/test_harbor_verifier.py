@@ -10,7 +10,7 @@ import pytest
 
 from farm.grade.harbor import GradeResult, run_harbor_verifier
 from farm.sandbox.base import ExecResult
-from farm.sandbox.local import LocalSandbox
+from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.model import Environment, Task, VerifierSpec
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from farm.grade import patch as gp
-from farm.sandbox.local import LocalSandbox
+from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.model import Environment, Task, VerifierSpec
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,

@@ -14,7 +14,7 @@ import pytest
 
 from farm.grade import patcheval as pe
 from farm.sandbox.base import SandboxClosedError
-from farm.sandbox.local import LocalSandbox
+from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.model import BuildStep, Environment, Task, VerifierSpec
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,

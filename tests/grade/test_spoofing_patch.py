@@ -132,7 +132,7 @@ def _run(tmp_path: Path, command: str, mode: str) -> dict:
 # hook planted there is overwritten before the tests load. The grader's exit-code, reward.json and
 # verifier-phase daemon holes are closed (a per-test token over a pipe, the grader as child
 # subreaper killing what the tests left, reward.json removed); the agent's leftover daemon is
-# killed because the bundled swe/security tasks are patch-graded (farm/tasks/registry.py).
+# killed because the bundled swe/security tasks are patch-graded (farm/tasks/benchmark.py).
 GETS_THROUGH: dict[str, str] = {}
 IN_PLACE_GETS_THROUGH: dict[str, str] = {}
 

@@ -20,7 +20,7 @@ import pytest
 
 from farm.grade import patcheval as pe
 from farm.grade.patch import capture_patch
-from farm.sandbox.local import LocalSandbox
+from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.model import BuildStep, Environment, Task, VerifierSpec
 from farm.tasks.patcheval import load_patcheval_rows
 

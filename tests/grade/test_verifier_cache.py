@@ -17,7 +17,7 @@ import pytest
 from farm.config import VerifierCacheConfig
 from farm.grade import verifier_cache as vc
 from farm.grade.harbor import run_harbor_verifier
-from farm.sandbox.local import LocalSandbox
+from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.model import Environment, Task, VerifierSpec
 from tests.shared import shared_path
 

@@ -12,7 +12,7 @@ import pytest
 from farm.grade import verifier_setup as vs
 from farm.grade.harbor import run_harbor_verifier
 from farm.grade.verifier_setup import classify, setup_failure
-from farm.sandbox.local import LocalSandbox
+from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.model import Environment, Task, VerifierSpec
 from tests.shared import shared_path
 

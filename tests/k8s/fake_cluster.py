@@ -39,9 +39,9 @@ import kubernetes_validate
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from farm.sandbox import manifests as m
-from farm.sandbox.local import agent_python, system_binds
-from farm.sandbox.relayed import ProcStream
+from farm.sandbox.local.sandbox import agent_python, system_binds
+from farm.sandbox.relayed import manifests as m
+from farm.sandbox.relayed.sandbox import ProcStream
 
 SCHEMA_VERSION = "1.37.0"  # the Kubernetes API version the objects are validated against
 

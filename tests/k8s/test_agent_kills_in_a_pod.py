@@ -24,7 +24,7 @@ from farm.run.plan import TrialSpec
 from farm.run.trial import run_trial
 from farm.run.workers import PolicyEndpoints
 from farm.sandbox.base import Sandbox
-from farm.sandbox.kubernetes import KubernetesSandbox
+from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
 from farm.tasks.harbor import load_harbor_dir
 from farm.tasks.model import Task
 
@@ -127,7 +127,7 @@ async def test_a_container_killed_at_its_memory_limit_is_named_so(cluster: FakeC
     the error says it was the trial's own memory (reason ``oom_killed``), not a lost node."""
     from kubernetes import client
 
-    from farm.sandbox.relayed import SandboxOutOfMemoryError
+    from farm.sandbox.relayed.sandbox import SandboxOutOfMemoryError
 
     from ..sandbox.conformance import make_task
 
@@ -155,7 +155,7 @@ def test_the_relay_is_stdlib_only_python_38() -> None:
     import ast
     import sys
 
-    from farm.sandbox.relayed import RELAY_SRC
+    from farm.sandbox.relayed.sandbox import RELAY_SRC
 
     src = RELAY_SRC.read_text()
     tree = ast.parse(src, feature_version=(3, 8))

@@ -16,7 +16,7 @@ import pytest
 
 from farm.config import KubernetesSandboxConfig, SandboxConfig
 from farm.sandbox.base import Sandbox
-from farm.sandbox.kubernetes import BACKEND, KubernetesSandbox
+from farm.sandbox.kubernetes.sandbox import BACKEND, KubernetesSandbox
 from farm.tasks.model import Task
 
 from . import test_kubernetes_backend as fake_suite

@@ -24,7 +24,7 @@ from unittest import mock
 import pytest
 
 from farm.run.gc import STALE_AFTER_S
-from farm.sandbox import manifests as m
+from farm.sandbox.relayed import manifests as m
 from farm.store.results import ResultStore
 
 from .test_emulator_conformance import EmulatorBackend, emulated, emulated_cluster, pytestmark  # noqa: F401 - the same skip, and the fixtures
@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 DRIVER = textwrap.dedent("""
     import asyncio, sys, time
     from farm.config import KubernetesSandboxConfig, SandboxConfig
-    from farm.sandbox.kubernetes import BACKEND
+    from farm.sandbox.kubernetes.sandbox import BACKEND
     from farm.store.results import ResultStore
     from tests.k8s.test_kubernetes_backend import _image_task
 
@@ -74,7 +74,7 @@ def _farm_gc(cluster: EmulatorBackend, store_uri: str) -> subprocess.CompletedPr
 
 def _bystanders(cluster: EmulatorBackend) -> None:
     """Objects in the namespace that farm did not create (no farm labels)."""
-    from farm.sandbox.kubernetes import load_clients
+    from farm.sandbox.kubernetes.sandbox import load_clients
 
     core, net = load_clients(cluster.cfg)
     ns = cluster.cfg.namespace

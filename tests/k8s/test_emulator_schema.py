@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
-from farm.sandbox import manifests as m
 from farm.sandbox.base import SandboxStartError
-from farm.sandbox.kubernetes import load_clients
+from farm.sandbox.kubernetes.sandbox import load_clients
+from farm.sandbox.relayed import manifests as m
 
 from .test_emulator_conformance import EmulatorBackend, emulated, emulated_cluster, pytestmark  # noqa: F401 - the same skip, and the fixtures
 from .test_kubernetes_backend import _image_task

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from farm.sandbox.base import SandboxLostError
-from farm.sandbox.kubernetes import KubernetesSandbox
-from farm.sandbox.stream_budget import ReconnectBudget, ReconnectBudgetError
+from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
+from farm.sandbox.relayed.stream_budget import ReconnectBudget, ReconnectBudgetError
 
 from .fake_cluster import FakeExecStream
 from .test_kubernetes_backend import FakeClusterBackend, _image_task

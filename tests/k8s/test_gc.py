@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from farm.sandbox import manifests as m
-from farm.sandbox.gc import gc_pods as gc
-from farm.sandbox.kubernetes import KubernetesSandbox
+from farm.sandbox.kubernetes.gc import gc_pods as gc
+from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
+from farm.sandbox.relayed import manifests as m
 
 from .test_kubernetes_backend import FakeClusterBackend, _image_task
 

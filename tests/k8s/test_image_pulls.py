@@ -13,8 +13,8 @@ import pytest
 from kubernetes import client
 
 from farm.sandbox.base import SandboxStartError
-from farm.sandbox.kubernetes import KubernetesSandbox
-from farm.sandbox.pull_events import go_duration_s, pull_facts
+from farm.sandbox.kubernetes.pull_events import go_duration_s, pull_facts
+from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
 
 from .test_kubernetes_backend import FakeClusterBackend, _image_task
 

@@ -17,7 +17,7 @@ import pytest
 
 from farm.config import KubernetesSandboxConfig
 from farm.sandbox.base import Sandbox, SandboxLostError, SandboxStartError, ToolRequest
-from farm.sandbox.kubernetes import KubernetesSandbox
+from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
 from farm.tasks.model import Task
 
 from ..sandbox.conformance import SandboxConformance, make_task
@@ -325,8 +325,8 @@ async def test_websocket_adapter_carries_the_protocol() -> None:
     import sys
 
     from farm.sandbox.channel import Channel
-    from farm.sandbox.kubernetes import WebSocketStream
-    from farm.sandbox.relayed import INSIDE_SRC
+    from farm.sandbox.kubernetes.sandbox import WebSocketStream
+    from farm.sandbox.relayed.sandbox import INSIDE_SRC
 
     ws = FakeWSClient([sys.executable, str(INSIDE_SRC / "server.py")])
     stream = WebSocketStream(ws, asyncio.get_running_loop(), 16 << 20)
@@ -352,7 +352,7 @@ async def test_a_write_to_a_closed_websocket_is_a_lost_stream_not_an_internal_er
     from websocket import WebSocketConnectionClosedException
 
     from farm.sandbox.channel import Channel
-    from farm.sandbox.kubernetes import WebSocketStream
+    from farm.sandbox.kubernetes.sandbox import WebSocketStream
 
     class Closed(FakeWSClient):
         def write_stdin(self, data: bytes) -> None:
@@ -381,7 +381,7 @@ async def test_a_write_to_a_closed_websocket_is_a_lost_stream_not_an_internal_er
 ])
 async def test_a_schema_invalid_pod_is_refused_like_an_api_server_would(cluster: FakeClusterBackend, monkeypatch,
                                                                         mutate) -> None:
-    from farm.sandbox import manifests as m
+    from farm.sandbox.relayed import manifests as m
 
     real = m.pod_manifest
 
@@ -398,7 +398,7 @@ async def test_a_schema_invalid_pod_is_refused_like_an_api_server_would(cluster:
 
 
 async def test_a_schema_invalid_network_policy_is_refused(cluster: FakeClusterBackend, monkeypatch) -> None:
-    from farm.sandbox import manifests as m
+    from farm.sandbox.relayed import manifests as m
 
     real = m.network_policies
 
@@ -453,7 +453,7 @@ async def test_start_failure_reason_lands_in_the_row(cluster: FakeClusterBackend
 
 def test_registry_gc_for_kubernetes_uses_the_namespace_of_the_section(cluster: FakeClusterBackend) -> None:
     from farm.config import SandboxConfig
-    from farm.sandbox import kubernetes as k
+    from farm.sandbox.kubernetes import sandbox as k
     from farm.sandbox.registry import gc
 
     section = SandboxConfig(backend="kubernetes", kubernetes=cluster.cfg)

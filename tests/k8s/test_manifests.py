@@ -9,8 +9,8 @@ import yaml
 
 from farm.config import KubernetesSandboxConfig
 from farm.errors import ConfigError
-from farm.sandbox import manifests as m
-from farm.sandbox.relayed import INSIDE_SRC, RELAY_SRC
+from farm.sandbox.relayed import manifests as m
+from farm.sandbox.relayed.sandbox import INSIDE_SRC
 from farm.tasks.sources import load_benchmark
 from tests.shared import shared_path
 
@@ -50,7 +50,7 @@ CONFIGS = {
 @pytest.mark.parametrize("cfg_name", sorted(CONFIGS))
 def test_every_generated_pod_and_policy_validates(tasks, cfg_name: str) -> None:
     cfg = CONFIGS[cfg_name]
-    inside = m.pack_inside(INSIDE_SRC, [RELAY_SRC])
+    inside = m.pack_inside(INSIDE_SRC)
     assert len(tasks) == 2 + 1 + 3 + 3
     for task in tasks:
         name = m.pod_name(task.metadata["pod_prefix"], task.task_id, "f" * 64, 1)

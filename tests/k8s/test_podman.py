@@ -22,11 +22,11 @@ import pytest
 import yaml
 
 from farm.config import DockerSandboxConfig, KubernetesSandboxConfig
-from farm.sandbox import manifests as m
 from farm.sandbox.base import Sandbox
 from farm.sandbox.channel import Channel
-from farm.sandbox.container import ContainerSandbox
-from farm.sandbox.relayed import INSIDE_SRC, RELAY_SRC
+from farm.sandbox.docker.sandbox import ContainerSandbox
+from farm.sandbox.relayed import manifests as m
+from farm.sandbox.relayed.sandbox import INSIDE_SRC
 from farm.tasks.model import Task
 
 from ..sandbox.conformance import SandboxConformance, make_task
@@ -99,7 +99,7 @@ async def test_kube_play_runs_the_generated_pod(podman_env: dict[str, str], tmp_
     task = _task(workdir="/testbed", env={"FARM_TASK_VAR": "from the manifest"})
     name = m.pod_name("podman", "kube-play", uuid.uuid4().hex)
     pod = m.pod_manifest(task, cfg, name=name, run_id="run-podman", trial_key="k", image=BASE_IMAGE,
-                         inside_b64=m.pack_inside(INSIDE_SRC, [RELAY_SRC]), network="no-network")
+                         inside_b64=m.pack_inside(INSIDE_SRC), network="no-network")
     path = tmp_path / "pod.yaml"
     path.write_text(yaml.safe_dump(pod))
     t0 = time.monotonic()

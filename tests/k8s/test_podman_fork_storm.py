@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from farm.config import DockerSandboxConfig
-from farm.sandbox.container import ContainerSandbox
+from farm.sandbox.docker.sandbox import ContainerSandbox
 
 from .test_podman import TOOLBOX_IMAGE, _task, podman_env  # noqa: F401 (podman_env: a fixture)
 

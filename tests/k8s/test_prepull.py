@@ -12,9 +12,9 @@ from rich.console import Console
 
 from farm.config import KubernetesSandboxConfig, load_config
 from farm.errors import ConfigError
-from farm.sandbox import manifests as m
-from farm.sandbox.images_cli import prepull_images
-from farm.sandbox.prepull import next_images, prepull_daemonset
+from farm.sandbox.images.cli import prepull_images
+from farm.sandbox.kubernetes.prepull import next_images, prepull_daemonset
+from farm.sandbox.relayed import manifests as m
 from tests.shared import shared_path
 
 from .fake_cluster import validate_object

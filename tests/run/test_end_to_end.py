@@ -14,7 +14,7 @@ from farm.config import load_config
 from farm.errors import ConfigError
 from farm.run.driver import run_experiment
 from farm.store import ResultStore
-from farm.tasks.registry import builtin_tasks
+from farm.tasks.benchmark import builtin_tasks
 
 
 def _run(overrides: list[str]):

@@ -16,7 +16,7 @@ import yaml
 
 from farm.config import load_config
 from farm.run.driver import run_experiment
-from farm.sandbox.null import GUARD_ENV
+from farm.sandbox.none.sandbox import GUARD_ENV
 
 from .conftest import make_task
 

@@ -9,8 +9,8 @@ import pytest
 
 from farm.cli import main
 from farm.errors import ConfigError
-from farm.run.forecast import PlanSpec, RunSpec, WorkloadSpec, forecast, full_run_trials, load_plan_spec
-from farm.run.forecast_sim import Attempt, Cluster, LLMModel, SimTrial, Step, simulate
+from farm.forecast.model import PlanSpec, RunSpec, WorkloadSpec, forecast, full_run_trials, load_plan_spec
+from farm.forecast.sim import Attempt, Cluster, LLMModel, SimTrial, Step, simulate
 
 
 def trial(start=1.0, latency=2.0, tool=0.5, verify=1.0, other=0.5, steps=1, image="img", **step_kw) -> SimTrial:
@@ -171,7 +171,7 @@ def write_pilot(tmp_path, rows, steps=(), max_in_flight=2):
 
 
 def test_pilot_from_the_store_measures_startup_warm_up_and_retries(tmp_path):
-    from farm.run.forecast import load_pilot
+    from farm.forecast.model import load_pilot
 
     # first wave (started at 2 s, before any finished) took 8 s; the later ones 4 s: warm-up 4 s
     rows = [("k10", "t1", 1, "resolved", 2.0, 8.0), ("k11", "t1", 1, "resolved", 2.0, 8.0),
@@ -191,7 +191,7 @@ def test_pilot_from_the_store_measures_startup_warm_up_and_retries(tmp_path):
 
 
 def test_a_one_wave_pilot_says_its_warm_up_is_unknown(tmp_path):
-    from farm.run.forecast import load_pilot
+    from farm.forecast.model import load_pilot
 
     store = write_pilot(tmp_path, [("k10", "t1", 1, "resolved", 2.0, 8.0), ("k11", "t1", 1, "resolved", 2.0, 8.0)])
     pilot = load_pilot(store, "p")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from farm.run.forecast import forecast, load_pilot, load_plan_spec
+from farm.forecast.model import forecast, load_pilot, load_plan_spec
 from farm.store import ResultStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from farm.sandbox.local import LocalSandbox
+from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.harbor import load_harbor_task
 
 from .conftest import CHECK_ANSWER, make_task

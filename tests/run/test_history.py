@@ -1,4 +1,4 @@
-"""farm/run/history.py on a real repository in a real (bubblewrap) sandbox: everything a leaky
+"""farm/grade/history.py on a real repository in a real (bubblewrap) sandbox: everything a leaky
 benchmark image keeps beyond HEAD — another branch, a tag, a remote-tracking ref, a stash, notes,
 a replace ref, ORIG_HEAD and the reflog — is gone, and HEAD's own work tree is untouched."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from farm.run.history import HistoryStripError, should_strip, strip_history
-from farm.sandbox.local import LocalSandbox
+from farm.grade.history import HistoryStripError, should_strip, strip_history
+from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.model import Environment, Task, VerifierSpec
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from farm.sandbox import image_cache, images
+from farm.sandbox.images import cache as image_cache
+from farm.sandbox.images import engine as images
 from farm.tasks.model import Task
 
 from ..k8s import test_podman

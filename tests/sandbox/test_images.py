@@ -10,8 +10,8 @@ import pytest
 
 from farm.config import load_config
 from farm.errors import ConfigError, UnsupportedTaskError
-from farm.sandbox.images import build_digest, failing_step, plan_image, registry_prefix, task_build_tag, task_tag
-from farm.sandbox.local_policy import plan_local
+from farm.sandbox.images.engine import build_digest, failing_step, plan_image, registry_prefix, task_build_tag, task_tag
+from farm.sandbox.local.policy import plan_local
 from farm.tasks.harbor import load_harbor_task
 from farm.tasks.model import Task
 
@@ -119,7 +119,7 @@ def test_bad_image_policy_is_a_config_error_naming_field_and_value(override: str
 
 @pytest.mark.parametrize("value", ["https://registry.example.com", "", "reg.example.com/a:tag", "a b", "r/x@sha"])
 def test_bad_build_registry_is_a_config_error_naming_field_and_value(value: str) -> None:
-    from farm.sandbox.kubernetes import BACKEND
+    from farm.sandbox.kubernetes.sandbox import BACKEND
 
     cfg = load_config(["sandbox=kubernetes", f"sandbox.kubernetes.build_registry='{value}'"])
     assert cfg.sandbox.kubernetes.build_registry == value
@@ -164,7 +164,7 @@ def test_local_refuses_a_prebuilt_image_task_naming_the_base_and_the_instruction
 
 
 def test_offline_builds_never_pull_their_base() -> None:
-    from farm.sandbox.images import pull_flag
+    from farm.sandbox.images.engine import pull_flag
 
     assert pull_flag("podman", "never") == "--pull=never"
     assert pull_flag("podman", "missing") == pull_flag("podman", "always") == "--pull=missing"

@@ -14,8 +14,8 @@ import pytest
 
 from farm.config import DockerSandboxConfig
 from farm.errors import ConfigError
-from farm.sandbox import images
-from farm.sandbox.images_check import ABSENT, NOT_CHECKED, PRESENT, UNREACHABLE, check_task, check_tasks
+from farm.sandbox.images import engine as images
+from farm.sandbox.images.check import ABSENT, NOT_CHECKED, PRESENT, UNREACHABLE, check_task, check_tasks
 
 from ..k8s import test_podman
 from . import test_images_podman

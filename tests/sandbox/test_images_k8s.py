@@ -15,8 +15,8 @@ import pytest
 
 from farm.config import KubernetesSandboxConfig, SandboxConfig
 from farm.errors import UnsupportedTaskError
-from farm.sandbox.images import task_build_tag
-from farm.sandbox.kubernetes import BACKEND, KubernetesSandbox
+from farm.sandbox.images.engine import task_build_tag
+from farm.sandbox.kubernetes.sandbox import BACKEND, KubernetesSandbox
 from farm.tasks.model import Task
 
 from ..k8s.fake_cluster import FakeCoreV1Api, FakeExecStream, FakeNetworkingV1Api

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from farm.errors import ConfigError
-from farm.sandbox.images_check import NOT_CHECKED, PRESENT, UNREACHABLE, CheckRow, ImageState, lock_entries, write_lock
+from farm.sandbox.images.check import NOT_CHECKED, PRESENT, UNREACHABLE, CheckRow, ImageState, lock_entries, write_lock
 from farm.tasks.image_lock import load_image_lock
 
 from .conformance import make_task

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from farm.config import DockerSandboxConfig
-from farm.sandbox import images
 from farm.sandbox.base import SandboxStartError
-from farm.sandbox.container import ContainerSandbox
+from farm.sandbox.docker.sandbox import ContainerSandbox
+from farm.sandbox.images import engine as images
 from farm.tasks.model import Task
 
 from ..k8s import test_podman

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from farm.sandbox.channel import LINE_LIMIT, Channel
-from farm.sandbox.local import INSIDE_DIR, LocalSandbox
+from farm.sandbox.local.sandbox import INSIDE_DIR, LocalSandbox
 from tests.procs import alive
 
 from .conformance import make_task

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-import farm.sandbox.local as local
+import farm.sandbox.local.sandbox as local
 from farm.errors import UnsupportedTaskError
 from farm.sandbox.base import Sandbox, SandboxStartError, ToolRequest
-from farm.sandbox.local import LocalSandbox, check_image, image_repository
+from farm.sandbox.local.sandbox import LocalSandbox, check_image, image_repository
 from farm.tasks.model import BuildStep, Resources, Task
 
 from .conformance import SandboxConformance, make_task

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from farm.sandbox.base import SandboxStartError
-from farm.sandbox.local import LocalSandbox
+from farm.sandbox.local.sandbox import LocalSandbox
 from tests.procs import alive
 
 from .conformance import make_task
@@ -97,7 +97,7 @@ async def test_without_slirp4netns_the_start_error_names_the_way_out(
 DRIVER = """
 import asyncio, sys, time
 from farm.sandbox.base import SandboxStartError
-from farm.sandbox.local import LocalSandbox
+from farm.sandbox.local.sandbox import LocalSandbox
 from tests.sandbox.conformance import make_task
 
 async def main():

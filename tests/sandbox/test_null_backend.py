@@ -13,7 +13,7 @@ import yaml
 from farm.config import load_config
 from farm.errors import ConfigError
 from farm.run.driver import run_experiment
-from farm.sandbox.null import GUARD_ENV
+from farm.sandbox.none.sandbox import GUARD_ENV
 from farm.sandbox.registry import check_environment, open_sandbox
 from farm.store import ResultStore
 

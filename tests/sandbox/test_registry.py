@@ -21,8 +21,9 @@ from farm.tasks.model import BuildStep
 from .conformance import make_task
 
 REPO = Path(__file__).resolve().parents[2]
-BACKEND_IMPLEMENTATIONS = {"farm.sandbox.local", "farm.sandbox.kubernetes", "farm.sandbox.container",
-                           "farm.sandbox.relayed", "farm.sandbox.local_policy", "farm.sandbox.netns"}
+BACKEND_IMPLEMENTATIONS = {"farm.sandbox.local.sandbox", "farm.sandbox.kubernetes.sandbox",
+                           "farm.sandbox.docker.sandbox", "farm.sandbox.relayed.sandbox",
+                           "farm.sandbox.local.policy", "farm.sandbox.local.netns"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -51,16 +52,16 @@ def test_the_run_layer_names_no_backend_module() -> None:
 
 def test_manifests_and_config_import_no_backend() -> None:
     """The pod spec and the config are lower floors: no cycle back into a backend."""
-    for path in (REPO / "farm" / "sandbox" / "manifests.py", REPO / "farm" / "config.py"):
+    for path in (REPO / "farm" / "sandbox" / "relayed" / "manifests.py", REPO / "farm" / "config.py"):
         sandbox = {i for i in _imports(path) if i == "farm.sandbox" or i.startswith("farm.sandbox.")}
-        assert not sandbox - {"farm.sandbox.manifests"}, path
+        assert not sandbox - {"farm.sandbox.relayed.manifests"}, path
 
 
 def test_choosing_local_imports_no_cluster_client() -> None:
     code = ("import sys; import farm.run.driver; from farm.sandbox.registry import get_backend; "
             "get_backend('local'); "
             "print(sorted(m for m in sys.modules if m == 'kubernetes' or m.startswith(('farm.sandbox.kubernetes', "
-            "'farm.sandbox.container'))))")
+            "'farm.sandbox.docker'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
@@ -82,8 +83,8 @@ async def test_open_sandbox_applies_the_local_section_and_states_its_capabilitie
 
 
 def test_pods_can_switch_their_network_in_place() -> None:
-    from farm.sandbox.container import ContainerSandbox
-    from farm.sandbox.kubernetes import KubernetesSandbox
+    from farm.sandbox.docker.sandbox import ContainerSandbox
+    from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
 
     assert KubernetesSandbox.capabilities.set_network is True
     assert ContainerSandbox.capabilities.set_network is False

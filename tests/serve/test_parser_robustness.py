@@ -24,7 +24,7 @@ from farm.agent.llm import LLMClient
 from farm.agent.policies.server import start_policy_server
 from farm.agent.tools import load_tools
 from farm.config import AgentConfig, ModelConfig, load_config
-from farm.sandbox.local import LocalSandbox
+from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.model import Environment, Task, VerifierSpec
 
 pytestmark = pytest.mark.serve_stack("vllm")  # the parsers under test are vLLM's own

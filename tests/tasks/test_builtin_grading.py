@@ -1,10 +1,10 @@
-"""The bundled tasks' grading defaults (farm/tasks/registry.py): the git-repository tasks are
+"""The bundled tasks' grading defaults (farm/tasks/benchmark.py): the git-repository tasks are
 patch-graded (history stripped, leftovers killed before the verifier), terminal tasks are not."""
 
 from __future__ import annotations
 
 from farm.config import BenchmarkConfig
-from farm.tasks.registry import builtin_tasks, load_benchmark
+from farm.tasks.benchmark import builtin_tasks, load_benchmark
 
 
 def test_swe_and_security_tasks_are_patch_graded_and_terminal_tasks_are_not() -> None:

@@ -14,10 +14,10 @@ import pytest
 from farm.cli import main
 from farm.config import load_config
 from farm.errors import ConfigError
+from farm.tasks.benchmark import load_benchmark_report
 from farm.tasks.dockerfile import DockerfileUnsupported, check_replayable, parse_cached
 from farm.tasks.harbor import load_harbor_task
 from farm.tasks.loading import LoadReport
-from farm.tasks.registry import load_benchmark_report
 from tests.shared import shared_path
 
 TB2 = ("fixtures", "terminal-bench-2.0")

@@ -129,7 +129,7 @@ def patcheval_task(tmp_path: Path):
 
 
 def _local(tmp_path: Path):
-    from farm.sandbox.local import LocalSandbox
+    from farm.sandbox.local.sandbox import LocalSandbox
 
     def make(task, role: str):
         return LocalSandbox(task, root_dir=tmp_path / "sb")
@@ -162,7 +162,7 @@ async def test_fix_run_decides_in_a_fresh_sandbox(patcheval_task, tmp_path: Path
 
 def test_each_row_loads_on_its_own_and_selection_skips_unread_rows(tmp_path: Path) -> None:
     from farm.config import load_config
-    from farm.tasks.registry import load_benchmark_report
+    from farm.tasks.benchmark import load_benchmark_report
 
     good = {"cve_id": "CVE-2020-1234", "cve_description": "d", "repo": "https://github.com/a/b.git",
             "image_url": "ghcr.io/x/y:z"}

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from farm.sandbox.local import agent_python
+from farm.sandbox.local.sandbox import agent_python
 
 from ..fake_cluster import FakePod, _child_pid
 from .store import ApiError, ObjectStore, now_rfc3339

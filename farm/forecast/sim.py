@@ -1,4 +1,4 @@
-"""Discrete-event simulation of a whole run, for `farm plan` (farm/run/forecast.py).
+"""Discrete-event simulation of a whole run, for `farm plan` (farm/forecast/model.py).
 
 One event heap; a trial attempt replays a measured (or stated) profile: wait for a trial slot
 (``min(max_in_flight, pod_slots)``), wait for a start slot (``max_concurrent_starts``), start

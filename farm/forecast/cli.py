@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from farm.run.forecast import Forecast, Outcome
+from farm.forecast.model import Forecast, Outcome
 
 
 def _h(hours: float) -> str:

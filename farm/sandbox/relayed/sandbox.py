@@ -22,8 +22,6 @@ from typing import Any, Protocol
 
 from farm.config import KubernetesSandboxConfig
 from farm.errors import FarmError
-from farm.sandbox import manifests as m
-from farm.sandbox import relay as r
 from farm.sandbox.base import (
     ExecResult,
     ImageProvenance,
@@ -35,18 +33,21 @@ from farm.sandbox.base import (
     ToolRequest,
     ToolResponse,
 )
-from farm.sandbox.build import replay_build_steps, resolve_build_steps, runtime_env
 from farm.sandbox.channel import Channel, RemoteOpError
 from farm.sandbox.channel_sandbox import ChannelSandboxMixin
-from farm.sandbox.images import ImageFacts, task_build_tag
-from farm.sandbox.relay_images import ROOT_ENV, RelayConfig, built_view, relay_plan, resolve_image
-from farm.sandbox.stream_budget import ReconnectBudget, ReconnectBudgetError
+from farm.sandbox.images.engine import ImageFacts, task_build_tag
+from farm.sandbox.images.resolve import ROOT_ENV, RelayConfig, built_view, relay_plan, resolve_image
+from farm.sandbox.inside import relay as r
+from farm.sandbox.relayed import manifests as m
+from farm.sandbox.relayed.stream_budget import ReconnectBudget, ReconnectBudgetError
+from farm.sandbox.replay import replay_build_steps, resolve_build_steps, runtime_env
 from farm.tasks.model import NetworkMode, Task
 
 log = logging.getLogger(__name__)
 
-INSIDE_SRC = Path(__file__).with_name("inside")
-RELAY_SRC = Path(__file__).with_name("relay.py")
+# everything shipped into a sandbox lives in farm/sandbox/inside/, the relay included
+INSIDE_SRC = Path(__file__).resolve().parent.parent / "inside"
+RELAY_SRC = INSIDE_SRC / "relay.py"
 LOG_DIRS = ("/logs/verifier", "/logs/agent", "/logs/artifacts", "/tests", "/solution")
 # ops that can be sent again under a new id when the agent was killed under them (relay.py)
 IDEMPOTENT_OPS = frozenset({"ping", "read", "stat", "list", "glob"})
@@ -409,7 +410,7 @@ class RelaySandbox(ChannelSandboxMixin):
         self.stats.extra["image_plan"] = "replay build steps" if self._replay else "image holds the build"
         self.pod = m.pod_manifest(self.run_task, self._spec_config(), name=self.name, run_id=self.run_id,
                                   trial_key=self.trial_key, image=self.image,
-                                  inside_b64=m.pack_inside(INSIDE_SRC, [RELAY_SRC]), network=self.network,
+                                  inside_b64=m.pack_inside(INSIDE_SRC), network=self.network,
                                   role=self.role)
         self.stats.extra.update({"image": self.image, **self._describe(),
                                  "agent_network" if self.role == "agent" else "verifier_network": self.network})

@@ -15,8 +15,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from farm.sandbox import manifests as m
 from farm.sandbox.base import GcReport
+from farm.sandbox.relayed import manifests as m
 
 log = logging.getLogger(__name__)
 SELECTOR = f"{m.APP_LABEL}={m.APP_NAME}"

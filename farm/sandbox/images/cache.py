@@ -2,7 +2,7 @@
 
 A Terminal-Bench run builds one image per task (0.2-2 GB each, 89 tasks), so a long run on a
 workstation fills the disk unless old builds go. Only images farm built are touched: they carry
-the ``io.farm.task`` label (:mod:`farm.sandbox.images`), so a user's own images and the stand-in
+the ``io.farm.task`` label (:mod:`farm.sandbox.images.engine`), so a user's own images and the stand-in
 bases are never removed. An image a container still uses is skipped (the engine refuses to
 remove it without ``--force``, which farm never passes).
 
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from farm.sandbox.images import DIGEST_LABEL, TASK_LABEL, build_digest, dockerfile_of, run_engine
+from farm.sandbox.images.engine import DIGEST_LABEL, TASK_LABEL, build_digest, dockerfile_of, run_engine
 from farm.tasks.model import Task
 
 GIB = 1024 ** 3

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from farm.config import KubernetesSandboxConfig
-from farm.sandbox import manifests as m
+from farm.sandbox.relayed import manifests as m
 
 PREPULL_NAME = "farm-prepull"
 COMPONENT_LABEL = "app.kubernetes.io/component"

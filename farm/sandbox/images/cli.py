@@ -1,9 +1,9 @@
 """`farm images build [--push REGISTRY] [--jobs N]` and `farm images prune [--all]`.
 
 ``build`` builds every selected task's Dockerfile; ``prune`` removes their stale builds
-(farm/sandbox/image_cache.py).
+(farm/sandbox/images/cache.py).
 
-The same content-hashed builds a ``sandbox=docker`` run makes on demand (farm/sandbox/images.py),
+The same content-hashed builds a ``sandbox=docker`` run makes on demand (farm/sandbox/images/engine.py),
 made ahead of time with ``sandbox.docker.engine``; with ``--push`` each is also tagged
 ``REGISTRY/farm-task/<benchmark>-<task>:<hash>`` and pushed, which is the reference a
 Kubernetes run with ``sandbox.kubernetes.build_registry=REGISTRY`` uses.
@@ -22,7 +22,7 @@ from rich.table import Table
 from farm.config import FarmConfig
 from farm.errors import ConfigError
 from farm.sandbox.base import SandboxStartError
-from farm.sandbox.images import build_digest, build_image, dockerfile_of, registry_prefix, run_engine, task_tag
+from farm.sandbox.images.engine import build_digest, build_image, dockerfile_of, registry_prefix, run_engine, task_tag
 from farm.tasks.model import Task
 
 EXIT_BUILD_FAILED = 1
@@ -79,9 +79,9 @@ def prune_images(cfg: FarmConfig, *, everything: bool, out: Console, err: Consol
     Raises:
         ConfigError: the engine is not on PATH.
     """
-    from farm.sandbox.image_cache import prune
+    from farm.sandbox.images.cache import prune
+    from farm.tasks.benchmark import load_benchmark_report
     from farm.tasks.cli import print_report
-    from farm.tasks.registry import load_benchmark_report
 
     binary = _engine(cfg)
     loaded = load_benchmark_report(cfg.benchmark)
@@ -101,8 +101,8 @@ def build_images(cfg: FarmConfig, *, push: str | None, jobs: int, out: Console, 
     Raises:
         ConfigError: a bad ``--push`` or ``--jobs`` value, or the engine is not on PATH.
     """
+    from farm.tasks.benchmark import load_benchmark_report
     from farm.tasks.cli import print_report
-    from farm.tasks.registry import load_benchmark_report
 
     if jobs < 1:
         raise ConfigError(f"invalid value {jobs!r} for '--jobs': must be >= 1")
@@ -135,7 +135,7 @@ def build_images(cfg: FarmConfig, *, push: str | None, jobs: int, out: Console, 
 
 
 def prepull_images(cfg: FarmConfig, *, next_n: int, out: Console, err: Console) -> int:
-    """Print the pre-pull DaemonSet (farm/sandbox/prepull.py) for the first ``next_n`` distinct
+    """Print the pre-pull DaemonSet (farm/sandbox/kubernetes/prepull.py) for the first ``next_n`` distinct
     images of the selected tasks, in plan order and as a Kubernetes trial would reference them
     (mirror and digest lock applied); ``kubectl apply -f -`` takes the output.
 
@@ -145,10 +145,10 @@ def prepull_images(cfg: FarmConfig, *, next_n: int, out: Console, err: Console) 
     """
     import yaml
 
-    from farm.sandbox.prepull import next_images, prepull_daemonset
-    from farm.sandbox.relay_images import resolve_image
+    from farm.sandbox.images.resolve import resolve_image
+    from farm.sandbox.kubernetes.prepull import next_images, prepull_daemonset
+    from farm.tasks.benchmark import load_benchmark_report
     from farm.tasks.cli import print_report
-    from farm.tasks.registry import load_benchmark_report
 
     if next_n < 1:
         raise ConfigError(f"invalid value {next_n!r} for '--next': must be >= 1")

@@ -330,7 +330,7 @@ async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_di
     ``scope`` (a run id): a failed build is also recorded on disk for that run, so trials of
     the task in other worker processes of the same run fail at once instead of rebuilding.
     ``min_free_gb``: before building, farm's oldest builds are removed until this much is free
-    on the engine's storage (:func:`farm.sandbox.image_cache.evict_for_space`).
+    on the engine's storage (:func:`farm.sandbox.images.cache.evict_for_space`).
 
     Raises:
         SandboxStartError: ``image_build`` with the failing step and the log tail.
@@ -355,7 +355,7 @@ async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_di
             _failed_builds[tag] = msg
             raise SandboxStartError(msg + "\n(failed earlier in this run; not rebuilt)", reason="image_build")
         if min_free_gb is not None:
-            from farm.sandbox.image_cache import GIB, evict_for_space  # image_cache imports this module
+            from farm.sandbox.images.cache import GIB, evict_for_space  # image_cache imports this module
 
             await evict_for_space(binary, int(min_free_gb * GIB), keep=frozenset({tag}))
         args = ["build", pull_flag(await engine_kind(binary), pull), "-f", str(dockerfile), "-t", tag,

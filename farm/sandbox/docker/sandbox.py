@@ -17,11 +17,11 @@ from typing import Any
 
 from farm.config import DockerSandboxConfig, KubernetesSandboxConfig, SandboxConfig
 from farm.errors import ConfigError
-from farm.sandbox import manifests as m
 from farm.sandbox.base import JAIL_CAPS, JAIL_ENV, Capabilities, GcReport, Sandbox, SandboxStartError
-from farm.sandbox.images import LOG_ARTIFACT, ensure_image
-from farm.sandbox.relay_images import built_view, check_relay_task, relay_plan, resolve_image
-from farm.sandbox.relayed import ProcStream, RelaySandbox
+from farm.sandbox.images.engine import LOG_ARTIFACT, ensure_image
+from farm.sandbox.images.resolve import built_view, check_relay_task, relay_plan, resolve_image
+from farm.sandbox.relayed import manifests as m
+from farm.sandbox.relayed.sandbox import ProcStream, RelaySandbox
 from farm.tasks.model import NetworkMode, Task
 
 # What docker and podman give a container by default (podman's containers.conf list; Docker also
@@ -257,7 +257,7 @@ class DockerBackend:
     async def check_images(self, tasks: list[Task], cfg: SandboxConfig) -> dict[tuple[str, str], str]:
         """Preflight: the tasks whose image can certainly not be had (`farm images check`, without
         asking a registry), with why; a task absent from the result may still fail its pull."""
-        from farm.sandbox.images_check import check_tasks
+        from farm.sandbox.images.check import check_tasks
 
         rows = await check_tasks(cfg.docker.engine, tasks, cfg.docker, cfg.image_policy, registry=False)
         return {(t.benchmark, t.task_id): r.why for t, r in zip(tasks, rows, strict=True) if not r.ok}

@@ -5,7 +5,7 @@ the exec stream); after that every tool call rides the one stream to the sandbox
 trial's API-server load does not grow with its number of steps. The counts are measured in
 ``_api`` (every call to the cluster goes through it) and reported in ``stats``.
 
-The stream runs ``relay.py attach`` (farm/sandbox/relay.py), which connects to the relay that
+The stream runs ``relay.py attach`` (farm/sandbox/inside/relay.py), which connects to the relay that
 is PID 1 of the task container and keeps the agent alive across streams; if a stream breaks,
 one new stream is opened and outstanding requests are re-sent with their ids, which the agent
 answers from memory instead of running them again. An idle stream carries a ``ping`` every
@@ -28,14 +28,14 @@ from typing import Any, Protocol
 
 from farm.config import KubernetesSandboxConfig, SandboxConfig
 from farm.errors import ConfigError
-from farm.sandbox import manifests as m
 from farm.sandbox.base import Capabilities, Sandbox, SandboxStartError
-from farm.sandbox.gc import GcReport, gc_pods
-from farm.sandbox.images import registry_prefix
-from farm.sandbox.pull_events import pull_facts
-from farm.sandbox.relay_images import check_relay_task
-from farm.sandbox.relayed import RelaySandbox, StreamPair
-from farm.sandbox.stream_budget import ReconnectBudget
+from farm.sandbox.images.engine import registry_prefix
+from farm.sandbox.images.resolve import check_relay_task
+from farm.sandbox.kubernetes.gc import GcReport, gc_pods
+from farm.sandbox.kubernetes.pull_events import pull_facts
+from farm.sandbox.relayed import manifests as m
+from farm.sandbox.relayed.sandbox import RelaySandbox, StreamPair
+from farm.sandbox.relayed.stream_budget import ReconnectBudget
 from farm.tasks.model import NetworkMode, Task
 
 log = logging.getLogger(__name__)

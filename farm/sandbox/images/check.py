@@ -1,7 +1,7 @@
 """`farm images check`: can every selected task's image be had, without pulling or building?
 
 For each task it works out what a ``sandbox=docker`` start would do under
-``sandbox.image_policy`` and ``sandbox.docker.*`` (:func:`farm.sandbox.images.plan_image`, after
+``sandbox.image_policy`` and ``sandbox.docker.*`` (:func:`farm.sandbox.images.engine.plan_image`, after
 the registry mirror and the digest lock) and asks only read-only questions:
 
 * a pull: is the reference present in the engine's storage (its id and repo digest), else does
@@ -36,8 +36,8 @@ from rich.table import Table
 
 from farm.config import DockerSandboxConfig, FarmConfig
 from farm.errors import ConfigError, FarmError
-from farm.sandbox.images import STANDIN_LABEL, dockerfile_of, plan_image, run_engine, task_build_tag
-from farm.sandbox.relay_images import resolve_image
+from farm.sandbox.images.engine import STANDIN_LABEL, dockerfile_of, plan_image, run_engine, task_build_tag
+from farm.sandbox.images.resolve import resolve_image
 from farm.tasks.dockerfile import instructions as dockerfile_instructions
 from farm.tasks.dockerfile import parse_cached
 from farm.tasks.model import Task
@@ -246,8 +246,8 @@ def check_images(cfg: FarmConfig, *, offline: bool, jobs: int, out: Console, err
     Raises:
         ConfigError: a bad ``--jobs`` value, an unknown policy, or the engine is not on PATH.
     """
+    from farm.tasks.benchmark import load_benchmark_report
     from farm.tasks.cli import print_report
-    from farm.tasks.registry import load_benchmark_report
 
     if jobs < 1:
         raise ConfigError(f"invalid value {jobs!r} for '--jobs': must be >= 1")

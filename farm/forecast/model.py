@@ -5,7 +5,7 @@ per step, LLM latency, tokens and tool time) and a plan file (YAML, OmegaConf) t
 full run (tasks per benchmark, seeds, max_in_flight) and the cluster (pod slots, sandbox starts
 at once, nodes and image pull time, the LLM as a measured endpoint or as GPU replicas with
 prefill / decode throughput, prices). ``workload.<benchmark>`` states a per-trial profile where
-no pilot exists. The run is then simulated trial by trial (farm/run/forecast_sim.py); the
+no pilot exists. The run is then simulated trial by trial (farm/forecast/sim.py); the
 model and its assumptions are in docs/scale.md. Not to be confused with farm/run/plan.py, the
 trial plan (task × seed × arm) of a run.
 """
@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from farm.errors import ConfigError
-from farm.run.forecast_sim import Attempt, Cluster, LLMModel, SimResult, SimTrial, Step, simulate
+from farm.forecast.sim import Attempt, Cluster, LLMModel, SimResult, SimTrial, Step, simulate
 
 
 @dataclass

@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from farm.errors import TaskFormatError, UnsupportedTaskError
 from farm.sandbox.base import ImageProvenance
-from farm.sandbox.build import ResolvedStep, literal_task_env, resolve_build_steps
+from farm.sandbox.replay import ResolvedStep, literal_task_env, resolve_build_steps
 from farm.tasks.dockerfile import parse_cached
 from farm.tasks.model import Task
 

@@ -41,22 +41,22 @@ from farm.sandbox.base import (
     SandboxStartError,
     SandboxStats,
 )
-from farm.sandbox.build import ResolvedStep, env_overrides, replay_build_steps, runtime_env
-from farm.sandbox.cgroups import CgroupLimits, CgroupUnavailable
 from farm.sandbox.channel import LINE_LIMIT, Channel
 from farm.sandbox.channel_sandbox import ChannelSandboxMixin
-from farm.sandbox.local_policy import (  # noqa: F401  (check_image, image_repository: re-exported)
+from farm.sandbox.local.cgroups import CgroupLimits, CgroupUnavailable
+from farm.sandbox.local.netns import SlirpNetwork
+from farm.sandbox.local.policy import (  # noqa: F401  (check_image, image_repository: re-exported)
     BASE_PATH,
     check_image,
     image_repository,
     plan_local,
 )
-from farm.sandbox.netns import SlirpNetwork
+from farm.sandbox.replay import ResolvedStep, env_overrides, replay_build_steps, runtime_env
 from farm.tasks.model import Task
 
 log = logging.getLogger(__name__)
 
-INSIDE_DIR = Path(__file__).resolve().parent / "inside"
+INSIDE_DIR = Path(__file__).resolve().parent.parent / "inside"
 AGENT_MOUNT = "/.farm/inside"
 
 LOG_SUBDIRS = ("verifier", "agent", "artifacts")
