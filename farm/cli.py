@@ -294,18 +294,18 @@ def cmd_leaf(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="farm", description="Evaluation farm for tool-calling coding agents.")
-    sub = p.add_subparsers(dest="command", required=True)
+def _add(sub: Any, name: str, fn: Any, help: str, epilog: str | None = None) -> argparse.ArgumentParser:
+    """A command that takes config overrides and --config, as `farm run` does."""
+    sp = sub.add_parser(name, help=help, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sp.add_argument("overrides", nargs="*", help="config overrides: group=name or dotted.key=value")
+    sp.add_argument("--config", help="a YAML file merged over the defaults (before the overrides)")
+    sp.set_defaults(fn=fn)
+    return sp
 
-    def add(name: str, fn: Any, help: str, epilog: str | None = None) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
-        sp.add_argument("overrides", nargs="*", help="config overrides: group=name or dotted.key=value")
-        sp.add_argument("--config", help="a YAML file merged over the defaults (before the overrides)")
-        sp.set_defaults(fn=fn)
-        return sp
 
-    r = add("run", cmd_run, "run an evaluation (resumes if the run exists)", epilog=RUN_EXIT_CODES)
+def _run_commands(sub: Any) -> None:
+    """run, plan, report."""
+    r = _add(sub, "run", cmd_run, "run an evaluation (resumes if the run exists)", epilog=RUN_EXIT_CODES)
     r.add_argument("--strict", action="store_true", help=STRICT_HELP)
     r.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     pl = sub.add_parser("plan", help="forecast a full run's wall time, GPU- and pod-hours, tokens and cost from a "
@@ -326,6 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("overrides", nargs="*", default=[])
     rep.add_argument("--config")
     rep.set_defaults(fn=cmd_report)
+
+
+def _task_commands(sub: Any) -> None:
+    """tasks list|fetch, images build|prune|check|prepull."""
     t = sub.add_parser("tasks", help="task operations")
     tsub = t.add_subparsers(dest="tasks_command", required=True)
     tl = tsub.add_parser("list", help="list the tasks of a benchmark or directory")
@@ -370,6 +374,10 @@ def build_parser() -> argparse.ArgumentParser:
     ipp.add_argument("overrides", nargs="*", default=[])
     ipp.add_argument("--config")
     ipp.set_defaults(fn=cmd_images)
+
+
+def _run_history_commands(sub: Any) -> None:
+    """regrade, view, validate, serve, gc."""
     rg = sub.add_parser("regrade", help="re-grade a finished run's stored patches in fresh sandboxes, without "
                         "re-running agents (docs/integrity.md)")
     rg.add_argument("run", help="run id")
@@ -389,12 +397,16 @@ def build_parser() -> argparse.ArgumentParser:
     vw.add_argument("overrides", nargs="*", default=[])
     vw.add_argument("--config")
     vw.set_defaults(fn=cmd_view)
-    v = add("validate", cmd_validate, "load and validate the config and the benchmark")
+    v = _add(sub, "validate", cmd_validate, "load and validate the config and the benchmark")
     v.add_argument("--strict", action="store_true", help=STRICT_HELP)
     v.add_argument("--show", action="store_true", help="print the resolved config")
-    add("serve", cmd_serve, "serve a model with Ray Serve LLM + vLLM (blocks; Ctrl-C stops)")
-    g = add("gc", cmd_gc, "delete sandboxes (pods, containers, local dirs) of runs that are no longer alive")
+    _add(sub, "serve", cmd_serve, "serve a model with Ray Serve LLM + vLLM (blocks; Ctrl-C stops)")
+    g = _add(sub, "gc", cmd_gc, "delete sandboxes (pods, containers, local dirs) of runs that are no longer alive")
     g.add_argument("--dry-run", action="store_true")
+
+
+def _export_commands(sub: Any) -> None:
+    """export, diff, leaf import."""
     ex = sub.add_parser("export", help="write a run's trajectories in another format (docs/export.md)")
     ex.add_argument("run", help="run id")
     ex.add_argument("out", help="output directory (one document per trial, and index.jsonl)")
@@ -421,6 +433,16 @@ def build_parser() -> argparse.ArgumentParser:
     li.add_argument("path", help="the checkout, the installed package (site-packages/frognano) or its tools.py")
     li.add_argument("--out", default="farm-leaf", help="directory to write them to (default ./farm-leaf)")
     li.set_defaults(fn=cmd_leaf)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="farm", description="Evaluation farm for tool-calling coding agents.")
+    sub = p.add_subparsers(dest="command", required=True)
+    # the order here is the order `farm --help` lists the commands in
+    _run_commands(sub)
+    _task_commands(sub)
+    _run_history_commands(sub)
+    _export_commands(sub)
     return p
 
 

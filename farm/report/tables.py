@@ -116,9 +116,27 @@ def _ident(s: Any) -> dict[str, Any]:
 
 
 def _tables(c: ReportContent) -> list[Table]:
-    tables = []
-    max_k = max((s.k for s in c.stats), default=0)
+    """Every table, in the order the report shows them (CSV-only tables last)."""
+    return [
+        main_table(c.main, c.options.bootstrap, c.options.seed),
+        *_verdicts_table(c),
+        *_results_table(c),
+        *_outcomes_table(c),
+        *_error_classes_table(c),
+        *_integrity_table(c),
+        *_not_run_table(c),
+        *_exit_reasons_table(c),
+        *_ablation_table(c),
+        *_cost_table(c),
+        *_comparison_tables(c),
+        *_csv_only_tables(c),
+    ]
 
+
+def _results_table(c: ReportContent) -> list[Table]:
+    """Resolve rates in detail, one row per (run, benchmark, arm, model)."""
+    tables: list[Table] = []
+    max_k = max((s.k for s in c.stats), default=0)
     served = {(g.run_id, g.benchmark, g.arm, g.model): g.served_by for g in c.groups}
     results = []
     for s in c.stats:
@@ -170,6 +188,12 @@ def _tables(c: ReportContent) -> list[Table]:
         )
     )
 
+    return tables
+
+
+def _outcomes_table(c: ReportContent) -> list[Table]:
+    """Trials per outcome class."""
+    tables: list[Table] = []
     outcomes = [{**_ident(s), **{st: s.counts[st] for st in CELL_STATUSES}, "scheduled": s.scheduled} for s in c.stats]
     tables.append(
         Table(
@@ -186,6 +210,12 @@ def _tables(c: ReportContent) -> list[Table]:
         )
     )
 
+    return tables
+
+
+def _error_classes_table(c: ReportContent) -> list[Table]:
+    """Trials per (status, error class)."""
+    tables: list[Table] = []
     errors = []
     for s in c.stats:
         for (status, cls), n in sorted(s.error_classes.items()):
@@ -206,6 +236,12 @@ def _tables(c: ReportContent) -> list[Table]:
         )
     )
 
+    return tables
+
+
+def _integrity_table(c: ReportContent) -> list[Table]:
+    """Clean score and re-grades, only where the hack scan flagged or a re-grade ran."""
+    tables: list[Table] = []
     shown_integrity = [r for r in c.integrity if r.relevant]
     if shown_integrity:  # only runs where the hack scan flagged something or trials were re-graded
         tables.append(Table(
@@ -232,6 +268,12 @@ def _tables(c: ReportContent) -> list[Table]:
                  "(farm/grade/hack_scan.py); re-graded rows come from `farm regrade`",
         ))
 
+    return tables
+
+
+def _not_run_table(c: ReportContent) -> list[Table]:
+    """Trials the sandbox backend cannot run, only where there are some."""
+    tables: list[Table] = []
     refused = []
     for g in c.groups:
         for nr in not_run(g.trials):
@@ -259,6 +301,12 @@ def _tables(c: ReportContent) -> list[Table]:
             )
         )
 
+    return tables
+
+
+def _exit_reasons_table(c: ReportContent) -> list[Table]:
+    """Trials per agent stop reason."""
+    tables: list[Table] = []
     exits = []
     for g in c.groups:
         counts = Counter(t.get("exit_reason") or "-" for t in g.trials)
@@ -279,15 +327,12 @@ def _tables(c: ReportContent) -> list[Table]:
         )
     )
 
-    seeds = []
-    for s in c.stats:
-        for seed, all_rate, graded in zip(s.seeds, s.per_seed, s.graded_per_seed):
-            seeds.append({**_ident(s), "seed": seed, "rate_all_scheduled": all_rate, "rate_graded": graded})
-    passk = []
-    for s in c.stats:
-        for j, v in s.pass_at.items():
-            passk.append({**_ident(s), "k": j, "pass_at_k": v})
+    return tables
 
+
+def _verdicts_table(c: ReportContent) -> list[Table]:
+    """Each claim against what was measured."""
+    tables: list[Table] = []
     verdict_rows = [
         {
             "run_id": v.run_id,
@@ -311,9 +356,7 @@ def _tables(c: ReportContent) -> list[Table]:
         }
         for v in c.verdicts
     ]
-    tables.insert(0, main_table(c.main, c.options.bootstrap, c.options.seed))
-    tables.insert(
-        1,
+    tables.append(
         Table(
             "verdicts",
             "Claims of the evaluated models (measured values: see Results)",
@@ -334,6 +377,12 @@ def _tables(c: ReportContent) -> list[Table]:
         ),
     )
 
+    return tables
+
+
+def _ablation_table(c: ReportContent) -> list[Table]:
+    """Arms against the baseline, only for runs with arms."""
+    tables: list[Table] = []
     if c.ablation:
         abl = [{**{k: v for k, v in vars(a).items() if k != "power"}, **power_fields(a.power)}
                for a in c.ablation]
@@ -365,6 +414,12 @@ def _tables(c: ReportContent) -> list[Table]:
             )
         )
 
+    return tables
+
+
+def _cost_table(c: ReportContent) -> list[Table]:
+    """Tokens and seconds per trial and per resolved trial."""
+    tables: list[Table] = []
     cost = []
     for r in c.cost:
         row = {**_ident(r), "trials": r.trials, "attempts": r.attempts, "resolved": r.resolved}
@@ -403,11 +458,32 @@ def _tables(c: ReportContent) -> list[Table]:
             "serving GPU time, split by LLM seconds; – when the run did not serve the model.",
         )
     )
+    return tables
+
+
+def _comparison_tables(c: ReportContent) -> list[Table]:
+    """The statistical planner and, for two runs, the run-to-run diff."""
+    tables: list[Table] = []
     planner = planner_table(c.verdicts, c.ablation, c.options.power_options)
     if planner.rows:
         tables.append(planner)
     if len(c.runs) == 2:  # `farm report A --compare B`: the run-to-run diff (farm/report/diff.py)
         tables.append(report_table(diff_runs(*c.runs, c.options.bootstrap_options)))
-    tables.append(Table("per_seed", "Per-seed resolve rates", seeds, [], note="CSV only"))
-    tables.append(Table("pass_at_k", "pass@k", passk, [], note="CSV only"))
     return tables
+
+
+def _csv_only_tables(c: ReportContent) -> list[Table]:
+    """Per-seed rates and pass@k: written as CSV, not shown."""
+    seeds = []
+    for s in c.stats:
+        for seed, all_rate, graded in zip(s.seeds, s.per_seed, s.graded_per_seed):
+            seeds.append({**_ident(s), "seed": seed, "rate_all_scheduled": all_rate, "rate_graded": graded})
+    passk = []
+    for s in c.stats:
+        for j, v in s.pass_at.items():
+            passk.append({**_ident(s), "k": j, "pass_at_k": v})
+
+    return [
+        Table("per_seed", "Per-seed resolve rates", seeds, [], note="CSV only"),
+        Table("pass_at_k", "pass@k", passk, [], note="CSV only"),
+    ]
