@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-# Closed taxonomy: every trial ends in exactly one of these (DESIGN.md "Error taxonomy").
+# Closed taxonomy: every trial ends in exactly one of these (docs/architecture.md "Trials, attempts, resume").
 STATUSES = ("resolved", "unresolved", "model_error", "infra_error")
 
 

@@ -262,7 +262,7 @@ def file_schema(schema: pa.Schema) -> pa.Schema:
 
 
 def table_files(store: ResultStore, table: str, run_id: str) -> list[str]:
-    """The committed Parquet files of one table of a run (the store's layout, DESIGN.md)."""
+    """The committed Parquet files of one table of a run (docs/architecture.md "Store layout")."""
     base = f"{store.root}/{table}/run_id={run_id}"
     try:
         infos = store.fs.get_file_info(pafs.FileSelector(base, allow_not_found=True))
