@@ -2,7 +2,8 @@
 
 ``from farm.config import X`` works for every name the rest of farm uses; the rooms are
 schema.py (FarmConfig and its sections, with sandbox.py and grade.py), load.py (conf/, YAML,
-overrides, config_hash), validate.py (allowed values, the endpoint rule), benchmarks.py (the
+overrides, config_hash), checks.py (allowed values, validate(), the endpoint rule; not named
+validate.py, which the re-exported validate() would shadow), benchmarks.py (the
 benchmark names) and arms.py (arms_of, per-benchmark budgets).
 
 This package imports nothing of farm but farm.errors: everything else builds on it.
