@@ -166,8 +166,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     tasks = loaded.tasks
     if args.show:
         console.print(to_yaml(cfg))
-        from farm.budgets import budget_rows, render_budgets
-        from farm.run.driver import arms_of
+        from farm.config.arms import arms_of, budget_rows, render_budgets
 
         console.print(render_budgets(budget_rows(arms_of(cfg), cfg.experiment.benchmarks)), markup=False,
                       highlight=False, soft_wrap=True)

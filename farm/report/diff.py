@@ -151,8 +151,8 @@ def arm_settings(run: RunData) -> tuple[dict[str, dict[str, Any]], str | None]:
     from omegaconf.errors import OmegaConfBaseException
 
     from farm.config import FarmConfig, to_dict
+    from farm.config.arms import arms_of
     from farm.errors import FarmError
-    from farm.run.driver import arms_of
 
     try:
         cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(FarmConfig), run.config))

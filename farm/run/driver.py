@@ -24,8 +24,8 @@ from typing import Any
 
 import farm
 from farm.agent.leaf_import import warn_unless_vendor_prompt
-from farm.budgets import Resolver
-from farm.config import FarmConfig, apply_overrides, conf_dir, config_hash, require_endpoint, resolved_agent, to_dict
+from farm.config import FarmConfig, apply_overrides, conf_dir, config_hash, resolved_agent, to_dict
+from farm.config.arms import Resolver, arms_of, require_arm_endpoints
 from farm.errors import ConfigError, StoreError
 from farm.run.endpoint import PreflightError
 from farm.run.plan import TrialSpec, build_plan, resume
@@ -111,12 +111,6 @@ def derive_run_id(cfg: FarmConfig) -> str:
     return rid
 
 
-def arms_of(cfg: FarmConfig) -> list[tuple[str, FarmConfig]]:
-    if not cfg.experiment.arms:
-        return [("base", cfg)]
-    return [(a.name, apply_overrides(cfg, list(a.overrides))) for a in cfg.experiment.arms]
-
-
 def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
@@ -165,11 +159,7 @@ async def run_experiment(
     t0 = time.monotonic()
     arms = arms_of(cfg)
     warn_unless_vendor_prompt(arms, cfg.experiment.name)  # once per run, before anything starts
-    for name, acfg in arms:
-        try:
-            require_endpoint(acfg)
-        except ConfigError as exc:
-            raise ConfigError(f"arm {name!r}: {exc}" if cfg.experiment.arms else str(exc)) from None
+    require_arm_endpoints(cfg, arms)  # the endpoint check, once per arm
     tasks = tasks if tasks is not None else load_tasks(cfg)
     run_id = derive_run_id(cfg)
     # the plan labels each arm with what will answer: the model id for a model, else the policy

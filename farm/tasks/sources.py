@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from farm.config.benchmarks import ALIASES, source_key
 from farm.errors import ConfigError
 from farm.tasks.harbor import HarborDefaults, declared_id, harbor_candidates, load_harbor_tasks
 from farm.tasks.image_lock import apply_image_policy, load_image_lock
@@ -109,16 +110,6 @@ SOURCES: dict[str, BenchmarkSource] = {
         ),
     )
 }
-# claims.yaml calls the Terminal-Bench claim terminal_bench_2; it was measured on the verified set
-ALIASES = {"terminal_bench_2": "terminal_bench_2_verified", "tb2": "terminal_bench_2_verified",
-           "patcheval_verified": "patch_eval_verified"}
-
-
-def source_key(name: str) -> str | None:
-    """The registered source a name means (``swebench-verified`` = ``swebench_verified``), or None."""
-    key = name.strip().lower().replace("-", "_")
-    key = ALIASES.get(key, key)
-    return key if key in SOURCES else None
 
 
 def get_source(name: str) -> BenchmarkSource:

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from farm.budgets import budget_rows, for_benchmark
 from farm.cli import main
 from farm.config import load_config
+from farm.config.arms import arms_of, budget_rows, for_benchmark
 from farm.errors import ConfigError
-from farm.run.driver import arms_of, run_experiment
+from farm.run.driver import run_experiment
 from farm.store import ResultStore
 from tests.shared import BUNDLED
 

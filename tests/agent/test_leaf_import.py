@@ -20,9 +20,10 @@ from farm.agent.leaf_import import warn_unless_vendor_prompt
 from farm.agent.tools import DEFAULT_TOOLS, prompt_identity, prompt_sha256, tools_sha256
 from farm.cli import main
 from farm.config import load_config
+from farm.config.arms import arms_of
 from farm.report.data import load_run
 from farm.report.render import build_report
-from farm.run.driver import arms_of, run_experiment
+from farm.run.driver import run_experiment
 from farm.store import ResultStore
 
 PROMPT = "You are a made-up agent for a test.\nDo made-up things carefully."

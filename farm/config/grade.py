@@ -1,7 +1,7 @@
 """``grade.*`` of the farm config: how trials are graded (farm/grade, farm/run/trial.py).
 
-Kept apart from farm/config.py (which re-exports it) so that the config module stays small;
-the schema is still one tree (FarmConfig.grade).
+Kept apart from farm/config/schema.py (farm.config re-exports it) so that the schema module
+stays small; the schema is still one tree (FarmConfig.grade).
 """
 
 from __future__ import annotations

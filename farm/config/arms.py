@@ -1,4 +1,10 @@
-"""Per-benchmark budgets: the config one arm's trials on one benchmark run with.
+"""An experiment's arms and their per-benchmark budgets: the config each trial runs with.
+
+``arms_of`` turns the run's config into one config per arm (``experiment.arms[].overrides`` on
+top of the run's); the driver, `farm validate --show` and the report's config diff all start
+from it.
+
+Per-benchmark budgets:
 
 The vendor's presets give each benchmark its own agent/model budget (tokens per turn, SDK
 retries, ...), so a run of several benchmarks cannot use one model preset for all of them.
@@ -13,9 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from farm.config import FarmConfig, apply_overrides
+from farm.config.benchmarks import same_benchmark
+from farm.config.checks import require_endpoint
+from farm.config.load import apply_overrides
+from farm.config.schema import FarmConfig, value_at
 from farm.errors import ConfigError
-from farm.tasks.sources import source_key
 
 # what `farm validate --show` prints per arm and benchmark: (column, config key)
 BUDGET_KEYS = (
@@ -33,9 +41,24 @@ BUDGET_KEYS = (
 )
 
 
-def same_benchmark(a: str, b: str) -> bool:
-    """``swebench-pro`` in the config and ``swebench_pro`` on a task are one benchmark."""
-    return a == b or (source_key(a) is not None and source_key(a) == source_key(b))
+def arms_of(cfg: FarmConfig) -> list[tuple[str, FarmConfig]]:
+    """(name, config) of every arm: ``base`` alone when the experiment names no arms."""
+    if not cfg.experiment.arms:
+        return [("base", cfg)]
+    return [(a.name, apply_overrides(cfg, list(a.overrides))) for a in cfg.experiment.arms]
+
+
+def require_arm_endpoints(cfg: FarmConfig, arms: list[tuple[str, FarmConfig]]) -> None:
+    """``require_endpoint`` for every arm, the error naming the arm when the experiment has arms.
+
+    Raises:
+        ConfigError: the first arm without an endpoint.
+    """
+    for name, acfg in arms:
+        try:
+            require_endpoint(acfg)
+        except ConfigError as exc:
+            raise ConfigError(f"arm {name!r}: {exc}" if cfg.experiment.arms else str(exc)) from None
 
 
 def trial_overrides(arm_cfg: FarmConfig, arm: str, benchmark: str) -> list[str]:
@@ -73,20 +96,13 @@ class BudgetRow:
     values: dict[str, Any]
 
 
-def _get(cfg: FarmConfig, dotted: str) -> Any:
-    node: Any = cfg
-    for part in dotted.split("."):
-        node = getattr(node, part)
-    return node
-
-
 def budget_rows(arms: list[tuple[str, FarmConfig]], benchmarks: list[str]) -> list[BudgetRow]:
     """The resolved budget of every arm on every benchmark, as `farm validate --show` prints it."""
     rows = []
     for arm, acfg in arms:
         for bench in benchmarks or [acfg.benchmark.name]:
             cfg = for_benchmark(acfg, arm, bench)
-            rows.append(BudgetRow(arm, bench, {col: _get(cfg, key) for col, key in BUDGET_KEYS}))
+            rows.append(BudgetRow(arm, bench, {col: value_at(cfg, key) for col, key in BUDGET_KEYS}))
     return rows
 
 
@@ -97,20 +113,3 @@ def render_budgets(rows: list[BudgetRow]) -> str:
         shown = " ".join(f"{k}={v}" for k, v in row.values.items() if k != "extra_body")
         lines.append(f"  {row.arm} / {row.benchmark}: {shown} extra_body={row.values['extra_body']}")
     return "\n".join(lines)
-
-
-def check_per_trial(cfg: FarmConfig) -> None:
-    """Raises ConfigError for a per-benchmark / last override that is not ``agent.*`` / ``model.*``:
-    one run plans one set of seeds and attempts, so only the agent and the model may vary."""
-    exp = cfg.experiment
-    per_trial = [(f"experiment.per_benchmark.{b}", o) for b, items in exp.per_benchmark.items() for o in items]
-    per_trial += [(f"experiment.arms[{a.name}].last_overrides", o) for a in exp.arms for o in a.last_overrides]
-    known = exp.benchmarks or [cfg.benchmark.name]
-    for bench in exp.per_benchmark:
-        # a typo would silently leave that benchmark on the arm's budget
-        if not any(same_benchmark(bench, k) for k in known):
-            raise ConfigError(f"invalid key {bench!r} in 'experiment.per_benchmark': "
-                              f"the run's benchmarks are {known}")
-    for where, item in per_trial:
-        if not item.startswith(("agent.", "model.")) or "=" not in item:
-            raise ConfigError(f"invalid value {item!r} in '{where}': only agent.<key>=<value> / model.<key>=<value>")

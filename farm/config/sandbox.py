@@ -1,7 +1,8 @@
 """The ``sandbox.*`` sections of the config schema: one typed section per backend.
 
-Part of farm.config (re-exported there); a module of its own so that the schema stays
-readable. The values are validated at load time by ``farm.config.validate``.
+Part of the schema (farm/config/schema.py, re-exported by farm.config); a module of its own
+so that the schema stays readable. The values are validated at load time by
+``farm.config.checks.validate``.
 """
 
 from __future__ import annotations

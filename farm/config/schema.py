@@ -1,0 +1,196 @@
+"""The config schema: FarmConfig and its sections, as dataclasses.
+
+The dataclass defaults ARE the embedded defaults: ``farm run`` with no conf/ directory at all
+still evaluates the bundled suite with the oracle policy. ``conf/farm.yaml`` mirrors them so
+that a newcomer can read what the defaults are. OmegaConf builds its typed, closed nodes from
+these classes (farm/config/load.py), which is why they keep ``typing.Optional``/``List``/``Dict``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from farm.config.grade import GradeConfig
+from farm.config.sandbox import SandboxConfig
+
+# model.name of the embedded defaults: no model at all, the oracle policy answers
+ORACLE_MODEL = "oracle"
+
+
+@dataclass
+class BenchmarkConfig:
+    name: str = "builtin"
+    path: Optional[str] = None  # a directory of Harbor-format tasks (overrides the source)
+    task_ids: List[str] = field(default_factory=list)
+    limit: Optional[int] = None
+    sample: Optional[int] = None  # a random subset of this many tasks (seeded by sample_seed)
+    sample_seed: int = 0
+    strict: bool = False  # a task that fails to load fails the command (default: reported, skipped)
+    mirror: Optional[str] = None  # replaces the source's git URL: a bare repo, a checkout, or a URL
+    cache_dir: Optional[str] = None  # null: $FARM_CACHE_DIR/sources, else ~/.cache/farm/sources
+    # remove the task repository's history beyond HEAD before the agent starts (farm/grade/history.py);
+    # null: only tasks graded by their git patch (their history may hold the fix)
+    strip_history: Optional[bool] = None
+
+
+@dataclass
+class StoreConfig:
+    uri: str = "./farm-results"
+    endpoint_url: Optional[str] = None  # S3-compatible servers (SeaweedFS, MinIO, ...)
+    region: Optional[str] = None
+    batch_rows: int = 64
+    flush_interval_s: float = 5.0
+
+
+@dataclass
+class ServingConfig:
+    """How `farm serve` / `serve.enabled=true` deploys this model with Ray Serve LLM."""
+
+    source: Optional[str] = None  # hub id or local path of the checkpoint
+    engine_kwargs: Dict[str, Any] = field(default_factory=dict)
+    accelerator_type: Optional[str] = None
+    device: str = "gpu"  # gpu | cpu
+    num_replicas: int = 1
+    min_replicas: Optional[int] = None
+    max_replicas: Optional[int] = None
+    router: str = "PrefixCacheAffinityRouter"
+    runtime_env: Dict[str, Any] = field(default_factory=dict)
+    # Ray Serve LLM defaults both to 1e9 (no backpressure, queue autoscaling never fires); about
+    # the engine's max_num_seqs and half of it are sensible starts.
+    max_ongoing_requests: Optional[int] = None
+    target_ongoing_requests: Optional[int] = None
+    router_kwargs: Dict[str, Any] = field(default_factory=dict)
+    deployment_config: Dict[str, Any] = field(default_factory=dict)  # raw Serve options, merged last
+    synthesize: Optional[str] = None  # "tiny-qwen3": build a random-weight model at `source` if missing
+
+
+@dataclass
+class ModelConfig:
+    name: str = ORACLE_MODEL
+    base_url: Optional[str] = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.6
+    max_tokens_per_turn: Optional[int] = 8192
+    timeout_s: float = 7200.0
+    max_retries: int = 5
+    parallel_tool_calls: bool = True
+    extra_body: Dict[str, Any] = field(default_factory=dict)
+    session_header: str = "X-Farm-Session"
+    # the run's preflight sends one tiny chat completion with a tool and requires a parseable
+    # tool call back; false only for models that cannot call tools (random weights: tiny-cpu)
+    preflight_tool_call: bool = True
+    serving: ServingConfig = field(default_factory=ServingConfig)
+
+
+@dataclass
+class AgentConfig:
+    # auto means one thing: "leaf" when an endpoint is configured (model.base_url or
+    # serve.enabled=true), else "oracle" -- and the oracle only while model.name is the default
+    # "oracle": a model preset with no endpoint is a ConfigError naming the fix, never a silent
+    # oracle run labelled with the preset's name. oracle / nop / scripted are local policy
+    # endpoints (real HTTP servers) that the same Leaf loop talks to.
+    name: str = "auto"  # auto | leaf | oracle | nop | scripted
+    script: Optional[str] = None  # YAML/JSON file of assistant turns for `scripted`
+    max_steps: int = 150
+    max_context_tokens: int = 131072
+    max_total_time_s: Optional[float] = None  # None: the task's agent timeout
+    tool_execution: str = "sequential"  # sequential | concurrent
+    concurrent_bash: bool = False
+    keep_reasoning: bool = True
+    system_prompt_file: Optional[str] = None
+    tools_file: Optional[str] = None
+    tokenizer: str = "qwen"  # chat_template | qwen | tiktoken | bytes (farm/agent/tokens.py)
+    # None: the model's serving.source or name (chat_template) / qwen3.5-27b / o200k_base
+    tokenizer_model: Optional[str] = None
+    read_output_chars: int = 20000
+    bash_output_chars: int = 30000
+    glob_limit: int = 1000
+    bash_timeout_s: float = 120.0
+    truncation: str = "head"  # head (Leaf) | head_tail
+    compat: str = "leaf-2609"  # whose tool rules: leaf-2609 | leaf-legacy | farm-safe (docs/agent.md)
+
+
+@dataclass
+class RunConfig:
+    id: Optional[str] = None
+    new: bool = False
+    seeds: int = 1
+    max_in_flight: int = 8
+    max_attempts: int = 3
+    retry_backoff_s: float = 1.0
+    executor: str = "ray"  # ray | local
+    ray_address: Optional[str] = None
+    workers: int = 2  # Ray worker actors; each drives many trials concurrently
+    # sandbox starts in progress at once per worker process: starting is CPU-bound (process
+    # spawns, environment build), so a burst of hundreds only makes every start time out
+    max_concurrent_starts: int = 16
+    progress: bool = True
+    # preflight before the first trial: endpoint (/v1/models + one chat completion with a
+    # tool), store writable, sandbox backend usable; preflight_sandbox also starts one sandbox
+    preflight: bool = True
+    preflight_sandbox: bool = True
+    preflight_timeout_s: float = 20.0
+    # stop the run when this many trial attempts in a row end in the same infra_error class
+    # (0: never); the trials it did not run stay unfinished and re-run on resume
+    breaker_consecutive: int = 10
+
+
+@dataclass
+class ServeConfig:
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8000
+    ready_timeout_s: float = 900.0
+    app_name: str = "farm"
+    num_cpus: Optional[int] = None  # logical CPUs of a Ray head that serving starts itself
+
+
+@dataclass
+class ArmConfig:
+    name: str = "base"
+    overrides: List[str] = field(default_factory=list)
+    last_overrides: List[str] = field(default_factory=list)  # after experiment.per_benchmark
+
+
+@dataclass
+class ExperimentConfig:
+    name: str = "default"
+    arms: List[ArmConfig] = field(default_factory=list)
+    # several benchmarks in one run (each a conf/benchmark/<name>.yaml or a source name);
+    # empty: the single `benchmark` section
+    benchmarks: List[str] = field(default_factory=list)
+    per_benchmark: Dict[str, List[str]] = field(default_factory=dict)  # benchmark -> overrides: farm/config/arms.py
+
+
+@dataclass
+class ReportConfig:
+    claims_dir: Optional[str] = None
+    bootstrap: int = 2000
+    seed: int = 0
+    incomplete_threshold: float = 0.05
+    power: float = 0.8  # statistical planner: power of the MDD and seeds-needed answers
+    power_delta_pts: float = 3.0  # the fixed alternative the planner sizes seeds for
+    sinks: List[str] = field(default_factory=list)  # wandb | mlflow: trackers the report goes to (docs/export.md)
+
+
+@dataclass
+class FarmConfig:
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    grade: GradeConfig = field(default_factory=GradeConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    serve: ServeConfig = field(default_factory=ServeConfig)
+    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
+
+
+def value_at(cfg: Any, dotted: str) -> Any:
+    """The value at ``a.b.c`` of a config (or of any section of it)."""
+    node: Any = cfg
+    for part in dotted.split("."):
+        node = getattr(node, part)
+    return node
