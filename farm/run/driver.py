@@ -30,7 +30,7 @@ from farm.errors import ConfigError, StoreError
 from farm.run.endpoint import PreflightError
 from farm.run.plan import TrialSpec, build_plan, resume
 from farm.run.preflight import check_backends, image_refusals, refusals, refused_outcome, run_preflight
-from farm.run.trial import UNSUPPORTED, TrialOutcome, retryable
+from farm.run.rows import TrialOutcome, is_unsupported, retryable
 from farm.run.workers import TrialJob, make_executor
 from farm.store.results import ResultStore
 from farm.store.writer import BatchWriter
@@ -212,7 +212,7 @@ async def run_experiment(
         summary.refused += 1
         summary.counts["infra_error"] = summary.counts.get("infra_error", 0) + 1
         finished.add(spec.trial_key)
-        if latest_class.get(spec.trial_key, "").startswith(UNSUPPORTED + ":"):
+        if is_unsupported(latest_class.get(spec.trial_key, "")):
             return  # recorded by an earlier invocation of this run: once per trial
         outcome = refused_outcome(spec, task, arm_cfg[spec.arm], state.next_attempt[spec.trial_key], refusal,
                                   arm_hash[spec.arm])
@@ -234,14 +234,14 @@ async def run_experiment(
         await asyncio.to_thread(writer.add, outcome.result, outcome.steps)
         summary.executed_attempts += 1
         status = outcome.result.status
-        if not outcome.result.error_class or not outcome.result.error_class.startswith(UNSUPPORTED + ":"):
+        if not is_unsupported(outcome.result.error_class):
             if breaker.observe(status, outcome.result.error_class, outcome.result.error):
                 trip()
         last = not retryable(outcome.result) or i == cfg.run.max_attempts - 1 or breaker.reason is not None
         if progress:
             progress("retry" if not last else "done", outcome)
         if last:
-            if (outcome.result.error_class or "").startswith(UNSUPPORTED + ":"):
+            if is_unsupported(outcome.result.error_class):
                 summary.refused += 1  # found at start (no solution, a broken build step): not run
             summary.counts[status] = summary.counts.get(status, 0) + 1
             finished.add(spec.trial_key)
