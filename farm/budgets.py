@@ -15,7 +15,7 @@ from typing import Any
 
 from farm.config import FarmConfig, apply_overrides
 from farm.errors import ConfigError
-from farm.tasks.sources import source_key
+from farm.tasks.catalog import source_key
 
 # what `farm validate --show` prints per arm and benchmark: (column, config key)
 BUDGET_KEYS = (

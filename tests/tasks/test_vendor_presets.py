@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from farm.config import load_config
-from farm.tasks.sources import get_source
+from farm.tasks.catalog import get_source
 from tests.shared import BUNDLED
 
 PRESETS = BUNDLED / "leaf" / "presets"
