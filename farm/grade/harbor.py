@@ -4,7 +4,7 @@ After the agent: wipe /tests and /logs/verifier, upload the task's tests/ to /te
 ``bash /tests/test.sh`` in the workdir with the verifier timeout, then read
 /logs/verifier/reward.json (a number, ``{"reward": x}`` or a one-key object) or else
 reward.txt. Resolved iff reward >= 1. A missing or unparseable reward is an infrastructure
-error of the verifier — never a silent 0 (reference/grading.md, harbor-tasks.md §1.4).
+error of the verifier — never a silent 0 (docs/grading.md).
 
 With ``grade.verifier_cache.dir`` set, the cache (farm/grade/verifier_cache.py) is staged
 first and test.sh runs with uv, pinned wheels and a CPython 3.13 it can use offline. A

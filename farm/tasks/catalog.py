@@ -87,7 +87,7 @@ SOURCES: dict[str, BenchmarkSource] = {
         ),
     )
 }
-# claims.yaml calls the Terminal-Bench claim terminal_bench_2; it was measured on the verified set
+# the vendor's published claims call the Terminal-Bench one terminal_bench_2; it was measured on the verified set
 ALIASES = {"terminal_bench_2": "terminal_bench_2_verified", "tb2": "terminal_bench_2_verified",
            "patcheval_verified": "patch_eval_verified"}
 
