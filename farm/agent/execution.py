@@ -56,6 +56,7 @@ class ToolOutcome:
     record: ToolCallRecord
     observation: str | None = None
     failure: str | None = None  # infrastructure failure ("Type: message"): ends with tool_error
+    failure_type: type[BaseException] | None = None  # the exception behind ``failure``, when one was raised
 
 
 def vendor_harness_refuses(call: ToolCall) -> str | None:
@@ -152,6 +153,7 @@ class ToolExecutor:
                 raise
             except Exception as exc:  # noqa: BLE001 - transport/sandbox failure, not the model's
                 out.failure = f"{type(exc).__name__}: {exc}"
+                out.failure_type = type(exc)
         rec.ended = time.monotonic()
         rec.duration_s = rec.ended - rec.started
         rec.output_chars = len(out.observation or "")

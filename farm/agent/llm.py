@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import openai
 
+from farm.agent.trajectory import ExitReason
 from farm.config import ModelConfig
 from farm.errors import FarmError
 
@@ -28,23 +29,23 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")  # SGLang / older vLLM, ne
 class LLMError(FarmError):
     """A model call that ends the trajectory; ``exit_reason`` says how."""
 
-    exit_reason = "llm_query_error"
+    exit_reason: ExitReason = "llm_query_error"
 
 
 class ContextLengthExceeded(LLMError):
-    exit_reason = "max_context_len"
+    exit_reason: ExitReason = "max_context_len"
 
 
 class LLMQueryError(LLMError):
     """The endpoint failed after the SDK's retries (retryable by the runner)."""
 
-    exit_reason = "llm_query_error"
+    exit_reason: ExitReason = "llm_query_error"
 
 
 class MalformedResponse(LLMError):
     """HTTP 200 whose body is not a usable chat completion (no choices, no message, not JSON)."""
 
-    exit_reason = "model_error"
+    exit_reason: ExitReason = "model_error"
 
 
 def is_context_length_error(text: str) -> bool:

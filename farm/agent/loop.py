@@ -19,7 +19,7 @@ from farm.agent.execution import ToolCall, ToolExecutor
 from farm.agent.llm import LLMClient, LLMError, Reply, Usage
 from farm.agent.tokens import TokenCounter
 from farm.agent.tools import load_system_prompt, load_tools
-from farm.agent.trajectory import StepRecord, Trajectory
+from farm.agent.trajectory import ExitReason, StepRecord, Trajectory
 from farm.config import AgentConfig
 from farm.sandbox.base import Sandbox
 from farm.tasks.model import Task
@@ -31,7 +31,7 @@ RAW_TOOL_MARKUP = ("<tool_call>", "<function=")
 
 
 class _Stop(Exception):
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: ExitReason) -> None:
         self.reason = reason
 
 
@@ -54,7 +54,7 @@ async def _race(coro: Awaitable[Any], cancel: asyncio.Event, timeout: float) -> 
     raise _Stop("cancelled" if cancel.is_set() else "max_time")
 
 
-def length_exit_reason(usage: Usage, max_context_tokens: int, cap: int | None) -> str:
+def length_exit_reason(usage: Usage, max_context_tokens: int, cap: int | None) -> ExitReason:
     """Leaf's classification of a turn that ended with a length finish_reason."""
     cap = cap or 0
     if usage.prompt_tokens is not None and usage.completion_tokens is not None:
@@ -114,7 +114,7 @@ async def run_agent(
         if on_step is not None:
             await on_step(rec)
 
-    def stop(reason: str, error: str | None = None) -> None:
+    def stop(reason: ExitReason, error: str | None = None) -> None:
         traj.exit_reason, traj.error = reason, error
 
     for step in range(cfg.max_steps):
@@ -175,10 +175,11 @@ async def run_agent(
         c.tool_calls += len(tool_msgs)
         c.tool_calling_turns += 1
         c.parallel_call_turns += len(calls) >= 2
-        failure = next((o.failure for o in outcomes if o.failure), None)
-        if failure:
+        failed = next((o for o in outcomes if o.failure), None)
+        if failed is not None:
             await record(rec, [reply.message, *tool_msgs])
-            stop("tool_error", failure)
+            stop("tool_error", failed.failure)
+            traj.tool_error_type = failed.failure_type
             break
         traj.context_tokens += counter.count_messages(tool_msgs)
         rec.context_tokens = traj.context_tokens

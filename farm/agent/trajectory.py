@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from farm.store.schema import StepRow
+
+# How an agent run ended: the closed set the loop produces (docs/agent.md, "Exit reasons").
+# llm_query_error and tool_error are the infrastructure's failures (an infra_error row, retried);
+# cancelled writes no row; model_error is the endpoint's garbage; the rest are graded.
+ExitReason = Literal[
+    "agent", "max_turns", "max_time", "max_context_len", "max_tokens_per_turn",
+    "llm_query_error", "tool_error", "cancelled", "model_error",
+]
+EXIT_REASONS: tuple[ExitReason, ...] = get_args(ExitReason)
 
 
 @dataclass
@@ -90,15 +99,20 @@ class Counters:
 class Trajectory:
     messages: list[dict[str, Any]]
     steps: list[StepRecord] = field(default_factory=list)
-    exit_reason: str = "unknown"
+    # "unknown" only until the loop ends: run_agent always returns one of EXIT_REASONS
+    exit_reason: ExitReason | Literal["unknown"] = "unknown"
     error: str | None = None
     final_message: str = ""
     context_tokens: int = 0
     counters: Counters = field(default_factory=Counters)
     reasoning_field: str | None = None  # "reasoning" (vLLM) | "reasoning_content" (SGLang)
     elapsed_s: float = 0.0
+    # the class of the exception behind a tool_error (None otherwise): the trial decides on it,
+    # not on the text of ``error``, whether the sandbox itself was lost
+    tool_error_type: type[BaseException] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        del data["tool_error_type"]  # a class, not data: the JSON stays what it was
         data["counters"]["parallel_call_rate"] = self.counters.parallel_call_rate
         return data

@@ -1,6 +1,6 @@
 """The canonical names of the pinned benchmarks and the other spellings they go by.
 
-Names only: where each benchmark comes from (URL, revision, loader) is farm/tasks/sources.py,
+Names only: where each benchmark comes from (URL, revision, loader) is farm/tasks/catalog.py,
 which builds its table on these names. The config needs the names to tell that
 ``experiment.per_benchmark.swebench-pro`` and a task's ``swebench_pro`` are one benchmark, and
 keeping them here lets farm.config do that without importing farm.tasks (which imports
@@ -9,7 +9,7 @@ farm.config: the two would form a circle).
 
 from __future__ import annotations
 
-# one per pinned source in farm/tasks/sources.py (tests/config/test_config_imports.py checks it)
+# one per pinned source in farm/tasks/catalog.py (tests/config/test_config_imports.py checks it)
 BENCHMARK_NAMES: tuple[str, ...] = (
     "swebench_verified",
     "swebench_pro",

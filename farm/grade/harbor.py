@@ -4,7 +4,7 @@ After the agent: wipe /tests and /logs/verifier, upload the task's tests/ to /te
 ``bash /tests/test.sh`` in the workdir with the verifier timeout, then read
 /logs/verifier/reward.json (a number, ``{"reward": x}`` or a one-key object) or else
 reward.txt. Resolved iff reward >= 1. A missing or unparseable reward is an infrastructure
-error of the verifier — never a silent 0 (reference/grading.md, harbor-tasks.md §1.4).
+error of the verifier — never a silent 0 (docs/grading.md).
 
 With ``grade.verifier_cache.dir`` set, the cache (farm/grade/verifier_cache.py) is staged
 first and test.sh runs with uv, pinned wheels and a CPython 3.13 it can use offline. A
@@ -32,6 +32,17 @@ from farm.tasks.model import Task
 
 VERIFIER_OUTPUT_CAP = 1 << 20
 
+# error classes of a verdict without a valid reward (GradeResult.error_class; a trial records
+# them as infra_error): the task ships no tests/; the verifier's own set-up failed
+# (farm/grade/verifier_setup.py); the configured verifier cache is unusable; test.sh timed out;
+# its output lacks the success marker; it wrote no readable reward
+VERIFIER_MISSING = "verifier_missing"
+VERIFIER_SETUP = "verifier_setup"
+VERIFIER_CACHE = "verifier_cache"
+VERIFIER_TIMEOUT = "verifier_timeout"
+VERIFIER_INCOMPLETE = "verifier_incomplete"
+VERIFIER_NO_REWARD = "verifier_no_reward"
+
 
 @dataclass
 class GradeResult:
@@ -42,7 +53,7 @@ class GradeResult:
     error: str | None = None
     duration_s: float = 0.0
     stage_s: float | None = None  # time spent uploading and placing the verifier cache
-    runs: int = 1  # verifier runs behind this result (>1: verifier-only retries, farm/run/trial.py)
+    runs: int = 1  # verifier runs behind this result (>1: verifier-only retries, farm/grade/attempt.py)
 
     @property
     def valid(self) -> bool:
@@ -175,7 +186,7 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
     whose answer is its repository; a task whose answer is a running server needs them).
     """
     if task.verifier.tests_dir is None:
-        return GradeResult(None, False, error_class="verifier_missing", error="task has no tests/ directory")
+        return GradeResult(None, False, error_class=VERIFIER_MISSING, error="task has no tests/ directory")
     t0 = time.monotonic()
     wd = shlex.quote(task.workdir)
     # Stage agent-created files so verifiers that run `git clean` do not delete them (Leaf does
@@ -196,7 +207,7 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
     )
     res = await sandbox.exec(prep, timeout_s=120, cwd="/")
     if res.exit_code != 0:
-        return GradeResult(None, False, res.output, "verifier_setup", f"preparing /tests failed: {res.output[-500:]}",
+        return GradeResult(None, False, res.output, VERIFIER_SETUP, f"preparing /tests failed: {res.output[-500:]}",
                            time.monotonic() - t0)
     await sandbox.upload(task.verifier.tests_dir, "/tests")
     # the agent could write to its user site-packages: a .pth there runs in the verifier's Python
@@ -209,7 +220,7 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
         try:
             variables, prefix, header, stage_s = await stage_verifier_cache(sandbox, cache, env, test_sh)
         except CacheError as exc:  # the run's configuration, not this trial: say so, do not guess a reward
-            return GradeResult(None, False, "", "verifier_cache", str(exc), time.monotonic() - t0)
+            return GradeResult(None, False, "", VERIFIER_CACHE, str(exc), time.monotonic() - t0)
         env = variables | env  # the task's own verifier variables win
     run = await sandbox.exec(
         prefix + "bash /tests/test.sh",
@@ -226,10 +237,10 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
                            time.monotonic() - t0, stage_s)
 
     if run.timed_out:
-        return result(None, "verifier_timeout", f"tests/test.sh did not finish within {task.verifier_timeout_s:g}s")
+        return result(None, VERIFIER_TIMEOUT, f"tests/test.sh did not finish within {task.verifier_timeout_s:g}s")
     marker = task.verifier.success_marker
     if marker and marker not in output:
-        return result(None, *_setup_or(run.output, "verifier_incomplete",
+        return result(None, *_setup_or(run.output, VERIFIER_INCOMPLETE,
                                        f"verifier output lacks the success marker {marker!r}"))
     try:
         reward = parse_reward(
@@ -237,12 +248,12 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
             await _read_optional(sandbox, "/logs/verifier/reward.txt"),
         )
     except RewardError as exc:
-        return result(None, *_setup_or(run.output, "verifier_no_reward", str(exc)))
+        return result(None, *_setup_or(run.output, VERIFIER_NO_REWARD, str(exc)))
     if reward < 1.0:
         ctrf = await sandbox.stat("/logs/verifier/ctrf.json")
         verdict = classify(run.output, reward, ctrf_present=ctrf.exists and not ctrf.is_dir)
         if verdict is not None:
-            return result(None, "verifier_setup", f"the verifier's set-up failed before any test ran "
+            return result(None, VERIFIER_SETUP, f"the verifier's set-up failed before any test ran "
                           f"(it wrote reward {reward:g}; {verdict.kind}): {verdict.evidence}")
     return result(reward)
 
@@ -252,5 +263,5 @@ def _setup_or(output: str, error_class: str, error: str) -> tuple[str, str]:
     failing (rule 3 of farm/grade/verifier_setup.py), else ``error_class``."""
     verdict = classify(output, None)
     if verdict is not None:
-        return "verifier_setup", f"{error}, after its set-up failed ({verdict.kind}): {verdict.evidence}"
+        return VERIFIER_SETUP, f"{error}, after its set-up failed ({verdict.kind}): {verdict.evidence}"
     return error_class, error

@@ -2,7 +2,8 @@
 
 The patch is taken relative to HEAD with untracked files included (``git add -A`` then
 ``git diff --cached --binary``), and the index is reset afterwards so the workspace the
-verifier sees in place is exactly what the agent left.
+verifier sees in place is exactly what the agent left. ``capture_freeing_pids`` first makes
+sure git can start at all: an agent's fork storm is killed, then the patch captured.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import shlex
 
 from farm.errors import FarmError
-from farm.sandbox.base import Sandbox
+from farm.sandbox.base import Sandbox, SandboxClosedError, SandboxError, SandboxLostError
 
 PATCH_CAP = 64 << 20
 PATCH_PATH = "/tmp/.farm-agent.patch"
@@ -96,3 +97,54 @@ async def apply_patch(sandbox: Sandbox, workdir: str, patch: str) -> tuple[bool,
         timeout_s=120, cwd="/", merge_stderr=True,
     )
     return res.exit_code == 0, res.output
+
+
+# the processes the agent's commands left, counted from inside with bash builtins only (no fork
+# beyond the shell itself); inside the jail /proc is the commands' namespace's
+COUNT_PROCESSES = "n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo $n"
+
+
+def pid_reserve(limit: int) -> int:
+    """The pids of a sandbox kept for farm's own commands (capture, verifier): a quarter, at
+    least 32. Leftovers holding more than ``limit - pid_reserve(limit)`` are no daemon."""
+    return max(32, limit // 4)
+
+
+async def capture_freeing_pids(sandbox: Sandbox, repo: str, require_git: bool, base: str | None,
+                               pids_limit: int) -> tuple[str, str | None]:
+    """The agent's patch, and a note when the agent's leftovers had to be killed first (None
+    when they did not).
+
+    The agent's commands may hold (nearly) every pid the sandbox has (a fork storm), so that
+    ``git`` cannot start, or starts only now and then: where a count of their processes cannot
+    start, or finds them holding the pids kept for farm (``pid_reserve``), or the capture fails,
+    the leftovers are killed (``Sandbox.kill_leftovers``) and the patch is captured once more,
+    so the agent's own storm ends graded, not retried as an infrastructure error. Nothing is
+    killed otherwise: an in-place verifier may test a daemon the agent started (Terminal-Bench).
+
+    Raises:
+        PatchError: the capture failed after the kill too.
+        SandboxLostError, SandboxClosedError: the sandbox is gone.
+    """
+    probe = await sandbox.exec(COUNT_PROCESSES, timeout_s=30, cwd="/")
+    held = probe.stdout.strip()
+    if probe.exit_code != 0 or probe.timed_out or not held.isdigit():
+        problem = f"no command could start (exit {probe.exit_code}: {probe.output.strip()[-300:]})"
+    elif pids_limit > 0 and int(held) > pids_limit - pid_reserve(pids_limit):
+        problem = f"the agent's commands held {held} processes, of the sandbox's {pids_limit} pids"
+    else:
+        try:
+            return await capture_patch(sandbox, repo, require_git, base=base), None
+        except PatchError as exc:
+            problem = f"patch capture failed ({exc})"
+    try:
+        what = f"killed {await sandbox.kill_leftovers()} processes the agent's commands left"
+    except (SandboxLostError, SandboxClosedError):
+        raise
+    except SandboxError as exc:  # some survived the kill: the capture may work all the same
+        what = f"killing the agent's leftover processes was incomplete ({exc})"
+    try:
+        patch = await capture_patch(sandbox, repo, require_git, base=base)
+    except PatchError as exc:
+        raise PatchError(f"{exc} (after {what}; before that: {problem})") from exc
+    return patch, f"{problem}; {what}, then captured the patch"

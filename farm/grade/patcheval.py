@@ -1,7 +1,7 @@
 """PatchEval Verified grading: the agent's patch, a fresh container, ``bash fix-run.sh``.
 
-Resolved iff fix-run.sh exits 0 (grading.md §3.3: the Verified grader runs only the PoC
-script, with no prepare.sh and no separate unit-test step). The patch is applied in a *fresh*
+Resolved iff fix-run.sh exits 0: the Verified grader runs only the PoC script, with no
+prepare.sh and no separate unit-test step. The patch is applied in a *fresh*
 sandbox from the same image because the agent's sandbox had the grader's payload removed
 (``prepare_workspace``) and may have been tampered with.
 
@@ -73,7 +73,7 @@ _COMPILE = re.compile(r"SyntaxError|IndentationError|TypeError: |^\S+\.go:\d+:\d
 
 
 def failure_type(output: str, exit_code: int, timed_out: bool = False) -> str | None:
-    """PatchEval's own heuristic over the grader's log (grading.md §3.2)."""
+    """PatchEval's own heuristic over the grader's log."""
     if timed_out:
         return "timeout"
     if exit_code == 0:

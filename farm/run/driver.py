@@ -28,13 +28,13 @@ from farm.config import FarmConfig, apply_overrides, conf_dir, config_hash, reso
 from farm.config.arms import Resolver, arms_of, require_arm_endpoints
 from farm.errors import ConfigError, StoreError
 from farm.run.endpoint import PreflightError
-from farm.run.plan import TrialSpec, build_plan, resume
-from farm.run.preflight import check_backends, image_refusals, refusals, refused_outcome, run_preflight
-from farm.run.trial import UNSUPPORTED, TrialOutcome, retryable
+from farm.run.plan import ResumeState, TrialSpec, build_plan, resume
+from farm.run.preflight import Refusal, check_backends, image_refusals, refusals, refused_outcome, run_preflight
+from farm.run.rows import TrialOutcome, is_unsupported, retryable
 from farm.run.workers import TrialJob, make_executor
 from farm.store.results import ResultStore
 from farm.store.writer import BatchWriter
-from farm.tasks.benchmark import load_benchmark
+from farm.tasks.benchmark import load_benchmark_tasks
 from farm.tasks.model import Task
 
 HEARTBEAT_S = 30.0
@@ -90,13 +90,13 @@ class Breaker:
 def load_tasks(cfg: FarmConfig) -> list[Task]:
     """The run's tasks: one benchmark, or every benchmark the experiment lists."""
     if not cfg.experiment.benchmarks:
-        return load_benchmark(cfg.benchmark)
+        return load_benchmark_tasks(cfg.benchmark)
     tasks: list[Task] = []
     for name in cfg.experiment.benchmarks:
         preset = (conf_dir() / "benchmark" / f"{name}.yaml").is_file()
         bcfg = apply_overrides(cfg, [f"benchmark={name}"]).benchmark if preset \
             else replace(cfg.benchmark, name=name, path=None)
-        tasks += load_benchmark(bcfg)
+        tasks += load_benchmark_tasks(bcfg)
     return tasks
 
 
@@ -165,17 +165,10 @@ async def run_experiment(
     # the plan labels each arm with what will answer: the model id for a model, else the policy
     plan = build_plan(run_id, tasks, cfg.run.seeds,
                       [(name, a.model.name if resolved_agent(a) == "leaf" else resolved_agent(a)) for name, a in arms])
-    try:
-        store = ResultStore.open(cfg.store.uri, cfg.store.endpoint_url, cfg.store.region)
-        open_run(cfg, store, run_id, plan)
-        if cfg.run.preflight:
-            store.write_heartbeat(run_id, {"host": socket.gethostname(), "pid": os.getpid(), "preflight": True})
-    except (StoreError, OSError) as exc:
-        raise PreflightError(f"preflight: store.uri={cfg.store.uri!r} is not writable: {exc}") from None
+    store = _open_store(cfg, run_id, plan)
     rows = store.read_trials(run_id, dedupe=False)
     state = resume(plan, rows)
     summary = RunSummary(run_id, config_hash(cfg), len(plan), state.finished, store_uri=store.uri)
-    by_task = {(t.benchmark, t.task_id): t for t in tasks}
     arm_cfg = dict(arms)
     trial_cfg = Resolver(arm_cfg)  # + experiment.per_benchmark: the vendor's budgets differ by benchmark
     arm_hash = {name: config_hash(a) for name, a in arms}
@@ -190,137 +183,175 @@ async def run_experiment(
     if cfg.run.preflight and any((s.arm, s.benchmark, s.task_id) not in refused for s in state.todo):
         summary.served = {arm: info.served_model
                           for arm, info in (await run_preflight(arm_cfg, tasks, refused, run_id)).items()}
-    breaker = Breaker(cfg.run.breaker_consecutive)
-    finished: set[str] = set()
 
-    writer = BatchWriter(store, run_id, cfg.store.batch_rows, cfg.store.flush_interval_s)
-    executor = make_executor(cfg)
-
-    async def record_refusal(spec: TrialSpec) -> None:
-        refusal = refused[(spec.arm, spec.benchmark, spec.task_id)]
-        task = by_task[(spec.benchmark, spec.task_id)]
-        summary.refused += 1
-        summary.counts["infra_error"] = summary.counts.get("infra_error", 0) + 1
-        finished.add(spec.trial_key)
-        if latest_class.get(spec.trial_key, "").startswith(UNSUPPORTED + ":"):
-            return  # recorded by an earlier invocation of this run: once per trial
-        outcome = refused_outcome(spec, task, arm_cfg[spec.arm], state.next_attempt[spec.trial_key], refusal,
-                                  arm_hash[spec.arm])
-        await asyncio.to_thread(writer.add, outcome.result, outcome.steps)
-        if progress:
-            progress("start", None)
-            progress("done", outcome)
-
-    async def attempt_once(spec: TrialSpec, i: int) -> bool:
-        """Attempt ``i`` (0-based) of ``spec``; True when it was the trial's last."""
-        job = TrialJob(spec, by_task[(spec.benchmark, spec.task_id)], trial_cfg(spec.arm, spec.benchmark),
-                       state.next_attempt[spec.trial_key] + i, arm_hash[spec.arm])
-        if progress:
-            progress("start", None)
-        outcome = await executor.submit(job)
-        # store I/O (an S3 PUT, a Parquet flush) runs off the event loop that drives the trials
-        for name, data in outcome.artifacts.items():
-            await asyncio.to_thread(store.write_artifact, run_id, spec.trial_key, outcome.result.attempt, name, data)
-        await asyncio.to_thread(writer.add, outcome.result, outcome.steps)
-        summary.executed_attempts += 1
-        status = outcome.result.status
-        if not outcome.result.error_class or not outcome.result.error_class.startswith(UNSUPPORTED + ":"):
-            if breaker.observe(status, outcome.result.error_class, outcome.result.error):
-                trip()
-        last = not retryable(outcome.result) or i == cfg.run.max_attempts - 1 or breaker.reason is not None
-        if progress:
-            progress("retry" if not last else "done", outcome)
-        if last:
-            if (outcome.result.error_class or "").startswith(UNSUPPORTED + ":"):
-                summary.refused += 1  # found at start (no solution, a broken build step): not run
-            summary.counts[status] = summary.counts.get(status, 0) + 1
-            finished.add(spec.trial_key)
-        return last
-
+    pool = _Pool(cfg, store, state, summary, {(t.benchmark, t.task_id): t for t in tasks}, arm_cfg, trial_cfg,
+                 arm_hash, refused, latest_class, progress)
     if progress:
         progress("plan", len(state.todo))
+    await pool.drive()
+    summary.wall_s = time.monotonic() - t0
+    summary.breaker = pool.breaker.reason
+    summary.unfinished = sum(1 for s in state.todo if s.trial_key not in pool.finished)
+    return summary
 
-    async def heartbeat() -> None:
+
+def _open_store(cfg: FarmConfig, run_id: str, plan: list[TrialSpec]) -> ResultStore:
+    """The run's store, with the run's metadata and plan written (or checked, on resume).
+
+    Raises:
+        PreflightError: the store cannot be written.
+    """
+    try:
+        store = ResultStore.open(cfg.store.uri, cfg.store.endpoint_url, cfg.store.region)
+        open_run(cfg, store, run_id, plan)
+        if cfg.run.preflight:
+            store.write_heartbeat(run_id, {"host": socket.gethostname(), "pid": os.getpid(), "preflight": True})
+    except (StoreError, OSError) as exc:
+        raise PreflightError(f"preflight: store.uri={cfg.store.uri!r} is not writable: {exc}") from None
+    return store
+
+
+class _Pool:
+    """The run's trials in flight, one writer for their rows, the circuit breaker.
+
+    A fixed pool of run.max_in_flight runners takes attempts from one queue: the coroutines
+    alive are bounded by max_in_flight, not by the plan (one per planned trial was 10,000
+    suspended coroutines, and as many frames, before the first trial ran). A retry waits out
+    its backoff off the pool (a timer puts it back), so its slot serves another trial meanwhile.
+    """
+
+    def __init__(self, cfg: FarmConfig, store: ResultStore, state: ResumeState, summary: RunSummary,
+                 by_task: dict[tuple[str, str], Task], arm_cfg: dict[str, FarmConfig],
+                 trial_cfg: Resolver, arm_hash: dict[str, str], refused: dict[tuple[str, str, str], Refusal],
+                 latest_class: dict[str, str], progress: ProgressHook | None) -> None:
+        self.cfg, self.store, self.run_id, self.state, self.summary = cfg, store, summary.run_id, state, summary
+        self.by_task, self.arm_cfg, self.trial_cfg, self.arm_hash = by_task, arm_cfg, trial_cfg, arm_hash
+        self.refused, self.latest_class, self.progress = refused, latest_class, progress
+        self.breaker = Breaker(cfg.run.breaker_consecutive)
+        self.finished: set[str] = set()
+        self.writer = BatchWriter(store, self.run_id, cfg.store.batch_rows, cfg.store.flush_interval_s)
+        self.executor = make_executor(cfg)
+        self.queue: asyncio.Queue[tuple[TrialSpec, int] | None] = asyncio.Queue()
+        self.left = len(state.todo)  # trials not yet done (finished, refused, stopped or failed)
+        self.errors: list[BaseException] = []
+        self.runners: list[asyncio.Task[None]] = []
+        self.timers: list[asyncio.TimerHandle] = []
+
+    async def record_refusal(self, spec: TrialSpec) -> None:
+        refusal = self.refused[(spec.arm, spec.benchmark, spec.task_id)]
+        task = self.by_task[(spec.benchmark, spec.task_id)]
+        summary = self.summary
+        summary.refused += 1
+        summary.counts["infra_error"] = summary.counts.get("infra_error", 0) + 1
+        self.finished.add(spec.trial_key)
+        if is_unsupported(self.latest_class.get(spec.trial_key, "")):
+            return  # recorded by an earlier invocation of this run: once per trial
+        outcome = refused_outcome(spec, task, self.arm_cfg[spec.arm], self.state.next_attempt[spec.trial_key],
+                                  refusal, self.arm_hash[spec.arm])
+        await asyncio.to_thread(self.writer.add, outcome.result, outcome.steps)
+        if self.progress:
+            self.progress("start", None)
+            self.progress("done", outcome)
+
+    async def attempt_once(self, spec: TrialSpec, i: int) -> bool:
+        """Attempt ``i`` (0-based) of ``spec``; True when it was the trial's last."""
+        job = TrialJob(spec, self.by_task[(spec.benchmark, spec.task_id)], self.trial_cfg(spec.arm, spec.benchmark),
+                       self.state.next_attempt[spec.trial_key] + i, self.arm_hash[spec.arm])
+        if self.progress:
+            self.progress("start", None)
+        outcome = await self.executor.submit(job)
+        # store I/O (an S3 PUT, a Parquet flush) runs off the event loop that drives the trials
+        for name, data in outcome.artifacts.items():
+            await asyncio.to_thread(self.store.write_artifact, self.run_id, spec.trial_key, outcome.result.attempt,
+                                    name, data)
+        await asyncio.to_thread(self.writer.add, outcome.result, outcome.steps)
+        summary = self.summary
+        summary.executed_attempts += 1
+        status = outcome.result.status
+        if not is_unsupported(outcome.result.error_class):
+            if self.breaker.observe(status, outcome.result.error_class, outcome.result.error):
+                self.trip()
+        last = not retryable(outcome.result) or i == self.cfg.run.max_attempts - 1 or self.breaker.reason is not None
+        if self.progress:
+            self.progress("retry" if not last else "done", outcome)
+        if last:
+            if is_unsupported(outcome.result.error_class):
+                summary.refused += 1  # found at start (no solution, a broken build step): not run
+            summary.counts[status] = summary.counts.get(status, 0) + 1
+            self.finished.add(spec.trial_key)
+        return last
+
+    async def heartbeat(self) -> None:
         while True:
             with contextlib.suppress(Exception):  # a missed beat only makes gc more eager later
                 beat = {"host": socket.gethostname(), "pid": os.getpid()}
-                await asyncio.to_thread(store.write_heartbeat, run_id, beat)
+                await asyncio.to_thread(self.store.write_heartbeat, self.run_id, beat)
             await asyncio.sleep(HEARTBEAT_S)
 
-    # A fixed pool of run.max_in_flight runners takes attempts from one queue: the coroutines
-    # alive are bounded by max_in_flight, not by the plan (one per planned trial was 10,000
-    # suspended coroutines, and as many frames, before the first trial ran). A retry waits out
-    # its backoff off the pool (a timer puts it back), so its slot serves another trial meanwhile.
-    queue: asyncio.Queue[tuple[TrialSpec, int] | None] = asyncio.Queue()
-    for spec in state.todo:
-        queue.put_nowait((spec, 0))
-    n_runners = max(1, min(cfg.run.max_in_flight, len(state.todo)))
-    left = [len(state.todo)]  # trials not yet done (finished, refused, stopped or failed)
-    errors: list[BaseException] = []
-    runners: list[asyncio.Task[None]] = []
-    timers: list[asyncio.TimerHandle] = []
-    loop = asyncio.get_running_loop()
+    def done_one(self) -> None:
+        self.left -= 1
+        if self.left == 0:
+            for _ in self.runners:
+                self.queue.put_nowait(None)  # every runner ends
 
-    def done_one() -> None:
-        left[0] -= 1
-        if left[0] == 0:
-            for _ in runners:
-                queue.put_nowait(None)  # every runner ends
-
-    async def runner() -> None:
-        while breaker.reason is None:
-            item = await queue.get()
+    async def runner(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self.breaker.reason is None:
+            item = await self.queue.get()
             if item is None:
                 return
             spec, i = item
             try:
-                if (spec.arm, spec.benchmark, spec.task_id) in refused:
-                    await record_refusal(spec)
+                if (spec.arm, spec.benchmark, spec.task_id) in self.refused:
+                    await self.record_refusal(spec)
                     last = True
                 else:
-                    last = await attempt_once(spec, i)
+                    last = await self.attempt_once(spec, i)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - raised after the others finish, as gather did
-                errors.append(exc)
+                self.errors.append(exc)
                 last = True
             if last:
-                done_one()
+                self.done_one()
             else:
-                summary.retried += 1
-                timers.append(loop.call_later(cfg.run.retry_backoff_s * (2**i), queue.put_nowait, (spec, i + 1)))
+                self.summary.retried += 1
+                self.timers.append(loop.call_later(self.cfg.run.retry_backoff_s * (2**i), self.queue.put_nowait,
+                                                   (spec, i + 1)))
 
-    def trip() -> None:
+    def trip(self) -> None:
         # in-flight trials are cancelled: run_trial raises CancelledError, writes no row
         current = asyncio.current_task()
-        for timer in timers:
+        for timer in self.timers:
             timer.cancel()
-        for job in runners:
+        for job in self.runners:
             if job is not current:
                 job.cancel()
 
-    beat = asyncio.create_task(heartbeat())
-    await executor.start()
-    try:
-        if state.todo:
-            runners.extend(asyncio.create_task(runner()) for _ in range(n_runners))
-            results = await asyncio.gather(*runners, return_exceptions=True)
-            errors += [r for r in results if isinstance(r, BaseException)
-                       and not (breaker.reason is not None and isinstance(r, asyncio.CancelledError))]
-        if errors:
-            raise errors[0]
-    finally:
-        beat.cancel()
-        for timer in timers:
-            timer.cancel()
+    async def drive(self) -> None:
+        """Run every trial still to do; raises the first error a runner met, after the others end."""
+        todo = self.state.todo
+        for spec in todo:
+            self.queue.put_nowait((spec, 0))
+        n_runners = max(1, min(self.cfg.run.max_in_flight, len(todo)))
+        beat = asyncio.create_task(self.heartbeat())
+        await self.executor.start()
         try:
-            writer.close()
+            if todo:
+                self.runners.extend(asyncio.create_task(self.runner()) for _ in range(n_runners))
+                results = await asyncio.gather(*self.runners, return_exceptions=True)
+                self.errors += [r for r in results if isinstance(r, BaseException)
+                                and not (self.breaker.reason is not None and isinstance(r, asyncio.CancelledError))]
+            if self.errors:
+                raise self.errors[0]
         finally:
-            await executor.close()
-    summary.wall_s = time.monotonic() - t0
-    summary.breaker = breaker.reason
-    summary.unfinished = sum(1 for s in state.todo if s.trial_key not in finished)
-    return summary
+            beat.cancel()
+            for timer in self.timers:
+                timer.cancel()
+            try:
+                self.writer.close()
+            finally:
+                await self.executor.close()
 
 
 def _latest_error_class(trials: Any) -> dict[str, str]:

@@ -14,14 +14,13 @@ checked with its own sandbox section (an arm may switch backends).
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, replace
 
 from farm.config import FarmConfig, resolved_agent
 from farm.errors import FarmError, UnsupportedTaskError
 from farm.run.endpoint import EndpointInfo, PreflightError, check_endpoint
 from farm.run.plan import TrialSpec
-from farm.run.trial import LOCAL_POLICIES, TrialOutcome, base_row, unsupported_class
+from farm.run.rows import LOCAL_POLICIES, TrialOutcome, base_row, ended_row, unsupported_class
 from farm.sandbox.base import SandboxError
 from farm.sandbox.registry import check_environment, check_task, open_sandbox, refusal_reason, unresolvable_images
 from farm.tasks.model import Task
@@ -84,11 +83,8 @@ async def image_refusals(tasks: list[Task], arms: dict[str, FarmConfig],
 def refused_outcome(spec: TrialSpec, task: Task, cfg: FarmConfig, attempt: int, refusal: Refusal,
                     chash: str | None = None) -> TrialOutcome:
     """The one row a refused trial gets: never started, never retried."""
-    row = base_row(spec, attempt, cfg, task, uid="preflight", chash=chash)
-    row.status = "infra_error"
-    row.error_class = unsupported_class(refusal.reason)
-    row.error = refusal.message
-    row.finished_at = time.time()
+    row = ended_row(base_row(spec, attempt, cfg, task, uid="preflight", chash=chash),
+                    unsupported_class(refusal.reason), refusal.message)
     row.wall_s = 0.0
     return TrialOutcome(row)
 

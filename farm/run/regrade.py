@@ -26,7 +26,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from farm.config import FarmConfig, apply_overrides
 from farm.errors import ConfigError
+from farm.grade.attempt import grade_patch, status_of
 from farm.grade.harbor import GradeResult
+from farm.run.rows import SANDBOX_LOST, SANDBOX_START
 from farm.sandbox.base import Sandbox, SandboxError
 from farm.sandbox.registry import open_sandbox
 from farm.store.results import ResultStore
@@ -36,7 +38,7 @@ from farm.tasks.model import Task
 
 ONLY = ("all", "infra", "verifier")
 # the infra classes a re-grade can turn into a verdict: the agent finished, grading failed
-VERIFIER_CLASSES = ("verifier_", "sandbox_start", "sandbox_lost")
+VERIFIER_CLASSES = ("verifier_", SANDBOX_START, SANDBOX_LOST)
 
 _FIELDS = {f.name for f in dataclasses.fields(TrialResult)}
 GradeFn = Callable[[Task, FarmConfig, str, Callable[..., Sandbox]], Any]
@@ -89,9 +91,7 @@ def select(rows: list[dict[str, Any]], only: str) -> list[dict[str, Any]]:
 
 
 async def default_grade(task: Task, cfg: FarmConfig, patch: str, factory: Callable[..., Sandbox]) -> GradeResult:
-    """Fresh grading exactly as a trial does it (farm/run/trial.py), with its verifier retries."""
-    from farm.run.trial import grade_patch
-
+    """Fresh grading exactly as a trial does it (farm/grade/attempt.py), with its verifier retries."""
     return await grade_patch(task, cfg, patch, factory)
 
 
@@ -143,10 +143,10 @@ async def regrade_run(cfg: FarmConfig, store: ResultStore, run_id: str, tasks: l
             try:
                 result = await grade(task, cfg, raw.decode("utf-8", errors="surrogateescape"), factory)
             except SandboxError as exc:
-                result = GradeResult(None, False, "", "sandbox_start", f"{type(exc).__name__}: {exc}")
+                result = GradeResult(None, False, "", SANDBOX_START, f"{type(exc).__name__}: {exc}")
         new.verify_s, new.reward = result.duration_s or (time.monotonic() - t0), result.reward
         new.verifier_runs = result.runs
-        new.status = "infra_error" if not result.valid else "resolved" if result.resolved else "unresolved"
+        new.status = status_of(result)
         new.error_class, new.error = result.error_class, result.error
         new.finished_at = time.time()
         await asyncio.to_thread(store.write_artifact, run_id, row["trial_key"], attempt, "verifier.txt",

@@ -18,7 +18,8 @@ from typing import Any
 
 from farm.config import FarmConfig, resolved_agent
 from farm.run.plan import TrialSpec
-from farm.run.trial import LOCAL_POLICIES, TrialOutcome, run_trial
+from farm.run.rows import LOCAL_POLICIES, WORKER_LOST, TrialOutcome, base_row, ended_row
+from farm.run.trial import run_trial
 from farm.store.schema import TrialResult
 from farm.tasks.model import Task
 
@@ -236,14 +237,8 @@ class RayExecutor:
 
 
 def _lost(job: TrialJob, message: str) -> TrialOutcome:
-    from farm.run.trial import base_row
-
     row: TrialResult = base_row(job.spec, job.attempt, job.cfg, job.task, uid="lost", chash=job.config_hash)
-    row.status = "infra_error"
-    row.error_class = "worker_lost"
-    row.error = message
-    row.finished_at = time.time()
-    return TrialOutcome(row)
+    return TrialOutcome(ended_row(row, WORKER_LOST, message))
 
 
 def make_executor(cfg: FarmConfig) -> LocalExecutor | RayExecutor:

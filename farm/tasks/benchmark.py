@@ -10,15 +10,24 @@ loads or fails on its own (see ``farm.tasks.loading``).
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from farm.config import BenchmarkConfig
 from farm.errors import ConfigError
+from farm.tasks import catalog, fetch
+from farm.tasks.catalog import BenchmarkSource
 from farm.tasks.harbor import HarborDefaults, declared_id, harbor_candidates, load_harbor_tasks
+from farm.tasks.image_lock import apply_image_policy, load_image_lock
 from farm.tasks.loading import LoadedBenchmark
 from farm.tasks.model import Source, Task
-from farm.tasks.selection import selector
+from farm.tasks.patcheval import load_patcheval_rows
+from farm.tasks.selection import select_ids, selector
+
+log = logging.getLogger(__name__)
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 # terminal tasks are not git repositories: their patch is simply empty
@@ -51,18 +60,16 @@ def load_benchmark_report(cfg: BenchmarkConfig, *, quiet: bool = True) -> Loaded
         ConfigError: the benchmark cannot be found or fetched, a selected id does not exist,
             or ``benchmark.strict`` is on and a task failed to load.
     """
-    from farm.tasks import sources  # git and locks only when a source is used
-
     select = selector(cfg, cfg.name)
-    key = sources.source_key(cfg.name) if cfg.name != "builtin" else None
+    key = catalog.source_key(cfg.name) if cfg.name != "builtin" else None
     if cfg.path:
         path = Path(cfg.path).expanduser()
         if not path.is_dir():
             raise ConfigError(f"invalid value {cfg.path!r} for 'benchmark.path': not a directory")
         if key is not None:
-            src = sources.get_source(key)
-            source = Source(url=str(path.resolve()), revision=sources.verified_revision(path, src), subpath=src.subpath)
-            loaded = sources.load_source(src, path, select=select, source=source)
+            src = catalog.get_source(key)
+            source = Source(url=str(path.resolve()), revision=fetch.verified_revision(path, src), subpath=src.subpath)
+            loaded = load_source(src, path, select=select, source=source)
         else:
             name = cfg.name if cfg.name != "builtin" else path.name
             dirs = harbor_candidates(path)
@@ -76,12 +83,77 @@ def load_benchmark_report(cfg: BenchmarkConfig, *, quiet: bool = True) -> Loaded
         loaded = _builtin(load_harbor_tasks(dirs, "builtin", defaults=_PLAIN,
                                             source=Source(url="farm:builtin", revision="bundled")))
     else:
-        src = sources.get_source(cfg.name)
-        directory = sources.materialize(src, Path(cfg.cache_dir) if cfg.cache_dir else None, mirror=cfg.mirror)
-        loaded = sources.load_source(src, directory, select=select)
+        src = catalog.get_source(cfg.name)
+        directory = fetch.materialize(src, Path(cfg.cache_dir) if cfg.cache_dir else None, mirror=cfg.mirror)
+        loaded = load_source(src, directory, select=select)
     return loaded.enforce(cfg.strict, quiet=quiet)
 
 
-def load_benchmark(cfg: BenchmarkConfig) -> list[Task]:
+def load_benchmark_tasks(cfg: BenchmarkConfig) -> list[Task]:
     """The configured benchmark's tasks (failures are logged; see :func:`load_benchmark_report`)."""
     return load_benchmark_report(cfg, quiet=False).tasks
+
+
+def load_source(
+    src: BenchmarkSource,
+    directory: Path,
+    *,
+    select: Callable[[list[Any], Callable[[Any], str], Callable[[Any], str | None]], list[Any]] | None = None,
+    source: Source | None = None,
+    image_registry: str | None = None,
+    image_lock: str | None | bool = True,
+) -> LoadedBenchmark:
+    """The source's tasks from ``directory`` with the source's rules (defaults, lock, marker, patch).
+
+    ``select(items, key, declared)`` picks what to load before anything is parsed.
+    """
+    source = source or src.source
+    pick = select or (lambda items, key, declared: items)
+    if src.loader == "harbor":
+        dirs = pick(harbor_candidates(directory), lambda p: p.name, declared_id)
+        loaded = load_harbor_tasks(dirs, src.name, defaults=src.harbor_defaults(), source=source)
+    else:
+        path = directory / str(src.file) if (directory / str(src.file)).is_file() else directory
+        loaded = load_patcheval_rows(path, src.name, source=source, select=pick)
+    lock_name = src.image_lock if image_lock is True else (image_lock or None)
+    lock = load_image_lock(lock_name) if lock_name else None
+    tasks = apply_image_policy(loaded.tasks, registry=image_registry, default_registry=src.default_image_registry,
+                               lock=lock)
+    if select is None and len(tasks) != src.expected_tasks:
+        log.warning("benchmark %s: %d tasks loaded, the published denominator is %d",
+                    src.name, len(tasks), src.expected_tasks)
+    tasks = [replace(t, metadata={**t.metadata, "pod_prefix": src.pod_prefix}) for t in tasks]
+    return LoadedBenchmark(tasks, loaded.report)
+
+
+def load_pinned_source(
+    name: str,
+    *,
+    cache_dir: Path | None = None,
+    root: Path | None = None,
+    offline: bool = False,
+    mirror: str | None = None,
+    image_registry: str | None = None,
+    image_lock: str | None | bool = True,
+    task_ids: Iterable[str] | None = None,
+) -> list[Task]:
+    """Every task of the pinned source ``name`` (or the selected ``task_ids``), images resolved
+    for pulling, without a config (tests, tools).
+
+    ``root`` reads an already materialised subpath directory (tests, air-gapped mirrors).
+    ``image_lock=True`` applies the source's own lock, a string names another, False/None none.
+    A selected task id that the benchmark does not have is an error, as is a task missing
+    from the lock; both happen here, before any sandbox exists. Tasks that fail to load are
+    logged and skipped (``load_benchmark_report`` reports them).
+    """
+    src = catalog.get_source(name)
+    directory = Path(root) if root is not None else fetch.materialize(src, cache_dir, offline=offline, mirror=mirror)
+    select = None
+    if task_ids is not None:
+        wanted = list(dict.fromkeys(task_ids))
+
+        def select(items: list[Any], key: Callable[[Any], str], declared: Callable[[Any], str | None]) -> list[Any]:
+            return select_ids(items, key, declared, wanted, src.name)
+
+    loaded = load_source(src, directory, select=select, image_registry=image_registry, image_lock=image_lock)
+    return loaded.enforce(strict=False, quiet=False).tasks

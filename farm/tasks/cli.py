@@ -80,18 +80,18 @@ def list_tasks(cfg: BenchmarkConfig, *, as_json: bool = False, out: Console, err
 
 def fetch(cfg: BenchmarkConfig, *, out: Console) -> int:
     """Materialise the configured source (``benchmark=NAME``) into the cache and say where."""
-    from farm.tasks import sources
+    from farm.tasks import catalog, fetch
     from farm.tasks.harbor import harbor_candidates
 
-    key = sources.source_key(cfg.name)
+    key = catalog.source_key(cfg.name)
     if key is None:
         raise ConfigError(f"invalid value {cfg.name!r} for 'benchmark.name': `farm tasks fetch` needs a pinned "
-                          f"source, one of {sorted(sources.SOURCES)}")
+                          f"source, one of {sorted(catalog.SOURCES)}")
     if cfg.path:
         raise ConfigError("`farm tasks fetch` reads benchmark.name (and benchmark.mirror); benchmark.path is "
                           "a local copy that needs no fetching")
-    src = sources.get_source(key)
-    directory = sources.materialize(src, Path(cfg.cache_dir) if cfg.cache_dir else None, mirror=cfg.mirror)
+    src = catalog.get_source(key)
+    directory = fetch.materialize(src, Path(cfg.cache_dir) if cfg.cache_dir else None, mirror=cfg.mirror)
     count = len(harbor_candidates(directory)) if src.loader == "harbor" else None
     what = f"{count} task directories" if count is not None else f"{src.file}"
     out.print(f"{src.name} @ {src.revision}: {directory} ({what})", highlight=False, soft_wrap=True)

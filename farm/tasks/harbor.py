@@ -1,6 +1,6 @@
 """Load Harbor-format task directories (task.toml, instruction.md, environment/, tests/, solution/).
 
-Field precedence follows the vendor's loader (reference/harbor-tasks.md §0) so that a task
+Field precedence follows the vendor's loader so that a task
 means the same thing here as in the harness whose numbers we reproduce; per-source defaults
 (timeouts, network, success marker) come in through ``HarborDefaults``. The Harbor task
 schema 1.4 fields (per-phase network with ``allowed_hosts``, ``healthcheck``, a separate
@@ -196,7 +196,7 @@ def _environment(env_sec: dict[str, Any], where: str, d: HarborDefaults, toml_pa
         raise TaskFormatError(toml_path, f"invalid value {gpus!r} for {where}.gpus: expected a whole number >= 0")
 
     # task.toml env values are kept literal: expanding ${VAR} against the orchestrator's
-    # environment would leak its secrets into sandboxes (leaf-harness.md §9.15).
+    # environment would leak its secrets into sandboxes.
     env = {**docker_env, **_str_map(env_sec.get("env"), f"[{where}].env", toml_path)}
     workdir = env_sec.get("workdir") or docker_workdir or d.workdir
     if not str(workdir).startswith("/"):

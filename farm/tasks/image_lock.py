@@ -2,7 +2,7 @@
 
 A digest lock pins every task of a benchmark to the exact image the vendor measured with, so
 a reproduction cannot silently run against a re-pushed ``:latest``. The semantics follow the
-vendor's harness (leaf-harness.md §4.13), with one deliberate difference: when an override
+vendor's harness, with one deliberate difference: when an override
 registry is applied, an unqualified Docker Hub name (``ubuntu``) becomes ``library/ubuntu``
 under the mirror, which is where Docker Hub mirrors keep official images.
 """

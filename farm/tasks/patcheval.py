@@ -3,8 +3,7 @@
 Each row is one CVE with a prebuilt image whose /workspace holds the vulnerable repository
 next to the grader's payload (fix-run.sh, the reference patch, ...). The agent works with no
 network; grading applies its patch in a fresh container and runs fix-run.sh
-(farm/grade/patcheval.py, grading.md §3.3). Fields and limits follow the vendor's loader
-(leaf-harness.md §5.5).
+(farm/grade/patcheval.py). Fields and limits follow the vendor's loader.
 """
 
 from __future__ import annotations

@@ -171,7 +171,7 @@ def test_every_row_records_the_compat_setting(compat):
 
     from farm.config import load_config
     from farm.run.plan import TrialSpec
-    from farm.run.trial import base_row
+    from farm.run.rows import base_row
     from farm.store.schema import TRIALS_SCHEMA
 
     cfg = load_config(overrides=[f"agent.compat={compat}"])

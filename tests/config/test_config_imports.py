@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 from farm.config.benchmarks import ALIASES, BENCHMARK_NAMES, same_benchmark, source_key
-from farm.tasks.sources import SOURCES
+from farm.tasks.catalog import SOURCES
 
 CONFIG = Path(__file__).resolve().parents[2] / "farm" / "config"
 ALLOWED = ("farm.config", "farm.errors")

@@ -1,4 +1,4 @@
-"""The Harbor verifier protocol end to end in a real bubblewrap sandbox (grading.md, harbor-tasks.md §1.4)."""
+"""The Harbor verifier protocol end to end in a real bubblewrap sandbox (docs/grading.md)."""
 
 from __future__ import annotations
 

@@ -83,7 +83,7 @@ async def _trial(cluster: FakeClusterBackend, tmp_path: Path, turns: list[dict[s
 ], ids=["kills-all-then-solves", "kills-all", "kills-init-parent-and-python-by-name-then-solves"])
 async def test_a_command_that_kills_every_process_it_sees_leaves_a_graded_trial(
         cluster: FakeClusterBackend, tmp_path: Path, turns: list[dict[str, Any]], status: str, compat: str) -> None:
-    from farm.run.trial import retryable
+    from farm.run.rows import retryable
 
     out = await _trial(cluster, tmp_path, turns, compat)
     row = out.result
@@ -108,7 +108,7 @@ async def test_a_pod_lost_under_the_agent_stays_an_infra_error(cluster: FakeClus
                                                                monkeypatch) -> None:
     """What the relay cannot survive is not the agent's doing: the pod deleted (or its node lost)
     while a command runs is a lost sandbox, retried."""
-    from farm.run.trial import retryable
+    from farm.run.rows import retryable
 
     real_exec = KubernetesSandbox.tool
 

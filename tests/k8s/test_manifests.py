@@ -11,7 +11,7 @@ from farm.config import KubernetesSandboxConfig
 from farm.errors import ConfigError
 from farm.sandbox.relayed import manifests as m
 from farm.sandbox.relayed.sandbox import INSIDE_SRC
-from farm.tasks.sources import load_benchmark
+from farm.tasks.benchmark import load_pinned_source
 from tests.shared import shared_path
 
 from .fake_cluster import validate_object
@@ -29,8 +29,8 @@ def tasks(request) -> list:
     out = []
     for bench, sub in (("swebench_verified", "swebench-verified"), ("swebench_pro", "swebench-pro"),
                        ("terminal_bench_2_verified", "terminal-bench-2")):
-        out += load_benchmark(bench, root=fixtures / sub)
-    out += load_benchmark("patch_eval_verified",
+        out += load_pinned_source(bench, root=fixtures / sub)
+    out += load_pinned_source("patch_eval_verified",
                           root=fixtures.parent / "grading" / "patcheval_verified_rows.jsonl")
     return out
 

@@ -20,7 +20,7 @@ import yaml
 
 from farm.config import load_config
 from farm.run.driver import load_tasks, run_experiment
-from farm.run.trial import CAPTURE_AFTER_KILL
+from farm.run.rows import CAPTURE_AFTER_KILL
 from farm.store import ResultStore
 
 from .conftest import CHECK_ANSWER, make_task

@@ -23,7 +23,8 @@ from farm.report.data import not_run, outcome_groups
 from farm.report.render import build_report
 from farm.run.driver import run_experiment
 from farm.run.plan import TrialSpec
-from farm.run.trial import INFRA_EXIT_REASONS, run_trial
+from farm.run.rows import INFRA_EXIT_REASONS
+from farm.run.trial import run_trial
 from farm.store import ResultStore
 from farm.tasks.harbor import load_harbor_dir
 

@@ -13,7 +13,8 @@ import pytest
 
 from farm.config import load_config
 from farm.run.plan import TrialSpec
-from farm.run.trial import retryable, run_trial
+from farm.run.rows import retryable
+from farm.run.trial import run_trial
 from farm.run.workers import PolicyEndpoints
 from farm.sandbox.registry import open_sandbox
 from farm.store.schema import TrialResult
@@ -159,7 +160,7 @@ ANSWER_PATCH = ("diff --git a/answer.txt b/answer.txt\nnew file mode 100644\n---
 ])
 async def test_grade_patch_grades_fresh_with_the_trials_retries(tmp_path: Path, sh: str, status: bool,
                                                                 runs: int) -> None:
-    from farm.run.trial import grade_patch
+    from farm.grade.attempt import grade_patch
 
     make_task(tmp_path / "tasks", "t", sh, solve_sh=None)
     (task,) = load_harbor_dir(tmp_path / "tasks", "builtin")

@@ -12,16 +12,16 @@ import pytest
 
 from farm.errors import TaskFormatError
 from farm.grade import patcheval as grade
+from farm.tasks.benchmark import load_pinned_source
 from farm.tasks.model import BuildStep
 from farm.tasks.patcheval import load_patcheval_file, repo_name
-from farm.tasks.sources import load_benchmark
 from tests.shared import BUNDLED
 
 GRADING = BUNDLED / "grading"  # real PatchEval rows and grader logs, bundled (tests/fixtures/README.md)
 
 
 def test_verified_rows_become_no_network_tasks() -> None:
-    tasks = load_benchmark("patch_eval_verified", root=GRADING / "patcheval_verified_rows.jsonl")
+    tasks = load_pinned_source("patch_eval_verified", root=GRADING / "patcheval_verified_rows.jsonl")
     assert [t.task_id for t in tasks] == ["CVE-2020-26215", "CVE-2022-1986", "CVE-2020-26294"]
     t = tasks[0]
     assert t.environment.image == "ghcr.io/patcheval-cve/patcheval-cve:cve-2020-26215"
@@ -34,7 +34,7 @@ def test_verified_rows_become_no_network_tasks() -> None:
     assert "CVE-2020-26215" in t.instruction and "Open redirect" in t.instruction
     assert "/workspace" in t.instruction and "web" in t.instruction
     assert t.source.revision == "b43285cdde80cc04608d5f1178a330b740c91c2d"
-    mirrored = load_benchmark("patch_eval_verified", root=GRADING / "patcheval_verified_rows.jsonl",
+    mirrored = load_pinned_source("patch_eval_verified", root=GRADING / "patcheval_verified_rows.jsonl",
                               image_registry="mirror.local")
     assert mirrored[1].environment.image == "mirror.local/patcheval-cve/patcheval-cve:cve-2022-1986"
 

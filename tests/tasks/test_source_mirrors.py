@@ -17,7 +17,7 @@ import pytest
 from farm.cli import main
 from farm.config import conf_dir, load_config
 from farm.errors import ConfigError
-from farm.tasks import sources
+from farm.tasks import catalog, fetch
 from farm.tasks.benchmark import load_benchmark_report
 from tests.tasks.test_loading import make_task
 
@@ -48,9 +48,9 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
     git(work, "commit", "-qam", "later")
     bare = tmp_path / "mirror.git"
     git(tmp_path, "clone", "-q", "--bare", str(work), str(bare))
-    src = dataclasses.replace(sources.get_source("swebench_verified"), revision=pinned,
+    src = dataclasses.replace(catalog.get_source("swebench_verified"), revision=pinned,
                               url="https://github.invalid/laude-institute/harbor-datasets.git", image_lock=None)
-    monkeypatch.setitem(sources.SOURCES, "swebench_verified", src)
+    monkeypatch.setitem(catalog.SOURCES, "swebench_verified", src)
     cache = tmp_path / "farm-cache"
     monkeypatch.setenv("FARM_CACHE_DIR", str(cache))
     return {"work": work, "bare": bare, "pinned": pinned, "later": git(work, "rev-parse", "HEAD").strip(),
@@ -63,7 +63,7 @@ def test_list_through_a_local_bare_mirror_then_offline(repo, capsys) -> None:
     assert [ln.split("\t")[1] for ln in out[1:-1]] == ["django__django-1", ID]  # whole ids, not cut
     assert all(ln.split("\t")[0] == "swebench_verified" for ln in out[1:-1])
     # FARM_CACHE_DIR is where the checkout went, keyed by the upstream URL, at the pinned revision
-    root = sources.checkout_root(repo["src"])
+    root = fetch.checkout_root(repo["src"])
     assert root.is_relative_to(repo["cache"] / "sources")
     assert git(root, "rev-parse", "HEAD").strip() == repo["pinned"] and not (root / "other").exists()
     shutil.rmtree(repo["bare"])
@@ -78,7 +78,7 @@ def test_fetch_materialises_the_source(repo, capsys) -> None:
     assert main(["tasks", "fetch", "benchmark=swebench_verified", f"benchmark.mirror=file://{repo['bare']}"]) == 0
     out = capsys.readouterr().out
     assert repo["pinned"] in out and "(2 task directories)" in out
-    assert sources.is_cached(repo["src"])
+    assert fetch.is_cached(repo["src"])
     assert main(["tasks", "fetch", "benchmark=builtin"]) == 2
     assert "needs a pinned source" in capsys.readouterr().err
 
@@ -87,33 +87,33 @@ def test_a_checkout_mirror_is_used_in_place_only_at_the_pinned_revision(repo) ->
     clone = repo["work"]  # at `later`
     with pytest.raises(ConfigError, match=rf"checked out at revision {repo['later']}, but benchmark swebench_verified "
                                           rf"is pinned to revision {repo['pinned']}"):
-        sources.materialize(repo["src"], mirror=str(clone))
+        fetch.materialize(repo["src"], mirror=str(clone))
     git(clone, "checkout", "-q", repo["pinned"])
-    assert sources.materialize(repo["src"], mirror=str(clone)) == clone / "datasets" / "swebench-verified"
+    assert fetch.materialize(repo["src"], mirror=str(clone)) == clone / "datasets" / "swebench-verified"
     (clone / "datasets" / "swebench-verified" / "django__django-1" / "task.toml").write_text("edited = 1\n")
     with pytest.raises(ConfigError, match=r"at the pinned revision .* but has 1 local change\(s\)"):
-        sources.materialize(repo["src"], mirror=str(clone))
+        fetch.materialize(repo["src"], mirror=str(clone))
     plain = repo["work"].parent / "plain"
     plain.mkdir()
     with pytest.raises(ConfigError, match=r"'benchmark.mirror': not a git repository"):
-        sources.materialize(repo["src"], mirror=str(plain))
+        fetch.materialize(repo["src"], mirror=str(plain))
 
 
 def test_a_marker_file_is_never_trusted(repo) -> None:
-    root = sources.checkout_root(repo["src"])
+    root = fetch.checkout_root(repo["src"])
     shutil.copytree(repo["work"], root, ignore=shutil.ignore_patterns(".git"))
-    (root / sources.MARKER).write_text(json.dumps({"revision": repo["pinned"]}))
-    assert not sources.is_cached(repo["src"])
+    (root / fetch.MARKER).write_text(json.dumps({"revision": repo["pinned"]}))
+    assert not fetch.is_cached(repo["src"])
     with pytest.raises(ConfigError, match=r"is not a git checkout\) and offline mode is on; run `farm tasks fetch "
                                           r"benchmark=swebench_verified`"):
-        sources.materialize(repo["src"], offline=True)
+        fetch.materialize(repo["src"], offline=True)
     # a cached checkout moved to another revision is refetched, not used
     shutil.rmtree(root)
-    sources.materialize(repo["src"], mirror=str(repo["bare"]))
+    fetch.materialize(repo["src"], mirror=str(repo["bare"]))
     git(root, "fetch", "-q", str(repo["bare"]), "main")
     git(root, "checkout", "-q", "FETCH_HEAD")
-    assert "revision " + repo["later"] in sources.checkout_problem(root, repo["src"])
-    sources.materialize(repo["src"], mirror=str(repo["bare"]))
+    assert "revision " + repo["later"] in fetch.checkout_problem(root, repo["src"])
+    fetch.materialize(repo["src"], mirror=str(repo["bare"]))
     assert git(root, "rev-parse", "HEAD").strip() == repo["pinned"]
 
 
@@ -122,7 +122,7 @@ def test_a_mirror_without_the_revision_names_the_fix(repo, tmp_path: Path) -> No
     git(tmp_path, "init", "-q", "--bare", str(empty))
     pattern = rf"(?s)could not fetch revision {repo['pinned']} from file://.*farm tasks fetch"
     with pytest.raises(ConfigError, match=pattern):
-        sources.materialize(repo["src"], mirror=str(empty))
+        fetch.materialize(repo["src"], mirror=str(empty))
 
 
 def test_a_local_copy_that_is_the_pinned_checkout_records_its_revision(repo) -> None:
@@ -139,12 +139,12 @@ def test_a_local_copy_that_is_the_pinned_checkout_records_its_revision(repo) -> 
                                    "patcheval-verified", "patch_eval_verified"])
 def test_every_documented_name_selects_a_source(alias: str) -> None:
     cfg = load_config([f"benchmark={alias}"])
-    assert sources.source_key(cfg.benchmark.name) == cfg.benchmark.name
+    assert catalog.source_key(cfg.benchmark.name) == cfg.benchmark.name
     assert cfg.benchmark.path is None
 
 
 def test_every_source_has_a_config_group() -> None:
     groups = {p.stem for p in (conf_dir() / "benchmark").glob("*.yaml")}
-    assert set(sources.SOURCES) <= groups
+    assert set(catalog.SOURCES) <= groups
     for name in groups - {"builtin"}:
-        assert sources.source_key(load_config([f"benchmark={name}"]).benchmark.name) in sources.SOURCES
+        assert catalog.source_key(load_config([f"benchmark={name}"]).benchmark.name) in catalog.SOURCES

@@ -12,10 +12,12 @@ import pytest
 import yaml
 
 from farm.errors import ConfigError
-from farm.tasks import sources
+from farm.tasks import fetch
+from farm.tasks.benchmark import load_pinned_source
+from farm.tasks.catalog import SOURCES, get_source
 from farm.tasks.cli import task_row
+from farm.tasks.fetch import materialize
 from farm.tasks.image_lock import load_image_lock, resolve_image_registry
-from farm.tasks.sources import SOURCES, get_source, load_benchmark, materialize
 from tests.shared import shared_path, shared_root
 
 HARBOR = shared_root() / "fixtures" / "harbor"  # third-party task directories: only in ../shared
@@ -38,7 +40,7 @@ def test_pins_match_claims_yaml_and_the_reference() -> None:
 
 @needs_harbor
 def test_harbor_fixtures_load_with_the_vendor_defaults() -> None:
-    sv = load_benchmark("swebench_verified", root=HARBOR / "swebench-verified")
+    sv = load_pinned_source("swebench_verified", root=HARBOR / "swebench-verified")
     assert [t.task_id for t in sv] == ["django__django-13401", "django__django-14404"]
     lock = load_image_lock("sweb-v-20260904")
     for t in sv:
@@ -49,14 +51,14 @@ def test_harbor_fixtures_load_with_the_vendor_defaults() -> None:
         assert (t.agent_network, t.verifier_network) == ("public", "public")
         assert t.source.revision == "86723674f04e4209ac479d0fb75d9d9f44b4377e"
         assert t.workdir == "/testbed" and t.agent_timeout_s == 3000
-    unlocked = load_benchmark("swebench_verified", root=HARBOR / "swebench-verified", image_lock=False)
+    unlocked = load_pinned_source("swebench_verified", root=HARBOR / "swebench-verified", image_lock=False)
     assert unlocked[0].environment.image.endswith(":latest")
 
-    (pro,) = load_benchmark("swebench_pro", root=HARBOR / "swebench-pro")
+    (pro,) = load_pinned_source("swebench_pro", root=HARBOR / "swebench-pro")
     assert pro.verifier.success_marker is None and pro.require_git_patch
     assert pro.environment.resources.memory_mb == 4096 and pro.workdir == "/app"
 
-    tb2 = load_benchmark("terminal_bench_2", root=HARBOR / "terminal-bench-2")
+    tb2 = load_pinned_source("terminal_bench_2", root=HARBOR / "terminal-bench-2")
     assert [t.task_id for t in tb2] == ["cancel-async-tasks", "fix-git", "regex-log"]
     for t in tb2:
         assert not t.require_git_patch  # TB2 tasks are not git repositories
@@ -67,13 +69,13 @@ def test_harbor_fixtures_load_with_the_vendor_defaults() -> None:
 
 @needs_harbor
 def test_registry_override_and_selection() -> None:
-    tasks = load_benchmark("swebench_verified", root=HARBOR / "swebench-verified",
+    tasks = load_pinned_source("swebench_verified", root=HARBOR / "swebench-verified",
                            image_registry="mirror.example:5000/hub", task_ids=["django__django-14404"])
     (t,) = tasks
     assert t.environment.image.startswith(
         "mirror.example:5000/hub/swebench/sweb.eval.x86_64.django_1776_django-14404@sha256:")
     with pytest.raises(ConfigError, match=r"\['nope'\] for 'benchmark.task_ids': not in benchmark"):
-        load_benchmark("swebench_verified", root=HARBOR / "swebench-verified", task_ids=["nope"])
+        load_pinned_source("swebench_verified", root=HARBOR / "swebench-verified", task_ids=["nope"])
     rows = [task_row(t) for t in tasks]
     assert rows[0]["task_id"] == "django__django-14404" and rows[0]["revision"].startswith("8672367")
 
@@ -144,7 +146,7 @@ def test_materialize_fetches_the_pinned_revision_sparsely_once(remote, tmp_path:
     with pytest.raises(ConfigError, match="offline"):
         materialize(src, cache, offline=True)
     d = materialize(src, cache)
-    root = sources.checkout_root(src, cache)
+    root = fetch.checkout_root(src, cache)
     assert d == root / "datasets" / "swebench-verified" and root.parent.parent == cache
     assert not (root / "other").exists(), "sparse checkout fetched more than the subpath"
     # git's own metadata stays: it, not a marker file, says which revision this is
@@ -154,7 +156,7 @@ def test_materialize_fetches_the_pinned_revision_sparsely_once(remote, tmp_path:
     assert "later" not in (d / "django__django-14404" / "instruction.md").read_text()
     # offline from the cache: `farm tasks list benchmark=swebench_verified` needs no network
     shutil.move(url.removeprefix("file://"), tmp_path / "gone.git")
-    tasks = load_benchmark("swebench_verified", cache_dir=cache, offline=True)
+    tasks = load_pinned_source("swebench_verified", cache_dir=cache, offline=True)
     assert [t.task_id for t in tasks] == ["django__django-13401", "django__django-14404"]
     assert materialize(src, cache) == d  # cached: no fetch (the remote is gone)
 
@@ -164,6 +166,6 @@ def test_materialize_rejects_a_revision_the_remote_lacks(remote, tmp_path: Path)
     src = dataclasses.replace(get_source("swebench_verified"), url=url, revision="1" * 40)
     with pytest.raises(ConfigError, match="git .*fetch.*failed"):
         materialize(src, tmp_path / "cache")
-    assert not sources.is_cached(src, tmp_path / "cache")
+    assert not fetch.is_cached(src, tmp_path / "cache")
     leftovers = [p for p in (tmp_path / "cache").rglob("*") if ".tmp-" in p.name]
     assert leftovers == []

@@ -8,11 +8,11 @@ import pytest
 import yaml
 
 from farm.config import load_config
-from farm.tasks.sources import get_source
+from farm.tasks.catalog import get_source
 from tests.shared import BUNDLED
 
 PRESETS = BUNDLED / "leaf" / "presets"
-# current in the vendor's newest tree (leaf/MANIFEST.md); the bundled swebench-verified.yaml is
+# current in the vendor's newest tree (tests/fixtures/leaf/MANIFEST.md); the bundled swebench-verified.yaml is
 # an old one-task version, and patch-eval.yaml / terminal-bench-2.yaml were removed upstream
 CURRENT = ("swebench-pro.yaml", "terminal-bench-2-verified.yaml", "patch-eval-verified.yaml")
 

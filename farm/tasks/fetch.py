@@ -1,12 +1,12 @@
-"""The four benchmarks at the exact revisions the vendor measured, and how they are fetched.
+"""Fetching a pinned source with git, and the checks that a checkout is the pinned one.
 
-Each source is a git URL, a full commit SHA and a subpath (reference/claims.yaml and
-leaf-harness.md §5.2). A checkout is fetched once with git (shallow, sparse, blob-filtered
-where the server allows it) into a content-addressed cache: ``<cache>/<sha256(url)[:16]>/
-<revision>``; the commit SHA names the content, so a complete checkout is never fetched again
-and works offline. A checkout counts only if git itself says it is at the pinned revision and
-clean. ``benchmark.mirror`` replaces the upstream URL (a bare repository, a checkout used in
-place, an internal git server). A file lock makes concurrent fetches of one revision safe.
+A checkout is fetched once with git (shallow, sparse, blob-filtered where the server allows
+it) into a content-addressed cache: ``<cache>/<sha256(url)[:16]>/<revision>``; the commit SHA
+names the content, so a complete checkout is never fetched again and works offline. A checkout
+counts only if git itself says it is at the pinned revision and clean. ``benchmark.mirror``
+replaces the upstream URL (a bare repository, a checkout used in place, an internal git
+server). A file lock makes concurrent fetches of one revision safe (docs/benchmarks.md,
+"Offline sources").
 """
 
 from __future__ import annotations
@@ -20,104 +20,14 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-from farm.config.benchmarks import ALIASES, source_key
 from farm.errors import ConfigError
-from farm.tasks.harbor import HarborDefaults, declared_id, harbor_candidates, load_harbor_tasks
-from farm.tasks.image_lock import apply_image_policy, load_image_lock
-from farm.tasks.loading import LoadedBenchmark
-from farm.tasks.model import NetworkMode, Source, Task
-from farm.tasks.patcheval import load_patcheval_rows
-from farm.tasks.selection import select_ids
+from farm.tasks.catalog import BenchmarkSource
 
 log = logging.getLogger(__name__)
 
 MARKER = ".farm-source.json"
-
-
-@dataclass(frozen=True)
-class BenchmarkSource:
-    name: str
-    display_name: str
-    url: str
-    revision: str  # full 40-hex commit SHA
-    subpath: str
-    loader: str  # harbor | patcheval
-    expected_tasks: int  # the denominator of every score on this benchmark
-    pod_prefix: str
-    agent_network: NetworkMode = "no-network"
-    verifier_network: NetworkMode = "no-network"
-    success_marker: str | None = None
-    git_filter: str | None = "blob:none"
-    strip_canary: bool = False
-    require_git_patch: bool = True
-    default_image_registry: str | None = None
-    image_lock: str | None = None  # packaged digest lock applied by default
-    file: str | None = None  # patcheval: the JSON file inside subpath
-
-    @property
-    def source(self) -> Source:
-        return Source(url=self.url, revision=self.revision, subpath=self.subpath)
-
-    def harbor_defaults(self) -> HarborDefaults:
-        # the vendor loader's defaults for fields task.toml leaves out (harbor-tasks.md §0)
-        return HarborDefaults(
-            workdir="/app", agent_timeout_s=3600.0, verifier_timeout_s=600.0,
-            network=self.agent_network, cpus=0.5, memory_mb=8192, storage_mb=20480,
-            success_marker=self.success_marker, require_git_patch=self.require_git_patch,
-            strip_canary=self.strip_canary,
-        )
-
-
-_HARBOR_DATASETS = "https://github.com/laude-institute/harbor-datasets.git"
-
-SOURCES: dict[str, BenchmarkSource] = {
-    s.name: s
-    for s in (
-        BenchmarkSource(
-            name="swebench_verified", display_name="SWE-bench Verified", url=_HARBOR_DATASETS,
-            revision="86723674f04e4209ac479d0fb75d9d9f44b4377e", subpath="datasets/swebench-verified",
-            loader="harbor", expected_tasks=500, pod_prefix="sweb-v",
-            agent_network="public", verifier_network="public",
-            success_marker="SWEBench results ends here", image_lock="sweb-v-20260904",
-        ),
-        BenchmarkSource(
-            name="swebench_pro", display_name="SWE-bench Pro", url=_HARBOR_DATASETS,
-            revision="c8e8f3fac7097accaacf261d74c3d6f441de45b1", subpath="datasets/swebenchpro",
-            loader="harbor", expected_tasks=731, pod_prefix="sweb-p",
-            agent_network="public", verifier_network="public",
-        ),
-        BenchmarkSource(
-            name="terminal_bench_2_verified", display_name="Terminal-Bench 2.0 Verified",
-            url="https://huggingface.co/datasets/zai-org/terminal-bench-2-verified.git",
-            revision="7bbd2fef45db2f9ee9d9e3aae8f7253f56bf4e2b", subpath=".",
-            loader="harbor", expected_tasks=89, pod_prefix="t-bench-2",
-            agent_network="public", verifier_network="public",
-            # the Hugging Face git server cannot serve lazily fetched blobs
-            git_filter=None, strip_canary=True, require_git_patch=False,
-        ),
-        BenchmarkSource(
-            name="patch_eval_verified", display_name="PatchEval Verified",
-            url="https://github.com/bytedance/PatchEval.git",
-            revision="b43285cdde80cc04608d5f1178a330b740c91c2d", subpath="patcheval/datasets",
-            loader="patcheval", expected_tasks=230, pod_prefix="patch-eval-verified",
-            agent_network="no-network", verifier_network="no-network",
-            file="patcheval_verified.json",
-        ),
-    )
-}
-
-
-def get_source(name: str) -> BenchmarkSource:
-    key = source_key(name) or name
-    if key not in SOURCES:
-        raise ConfigError(f"benchmark: unknown value {name!r}; available: {sorted(SOURCES)} "
-                          f"(also spelled with '-'; aliases {sorted(ALIASES)})")
-    return SOURCES[key]
 
 
 def default_cache_dir() -> Path:
@@ -281,67 +191,3 @@ def verified_revision(path: Path, src: BenchmarkSource) -> str:
     except ConfigError:
         return ""
     return src.revision if checkout_problem(top, src) is None else ""
-
-
-def load_source(
-    src: BenchmarkSource,
-    directory: Path,
-    *,
-    select: Callable[[list[Any], Callable[[Any], str], Callable[[Any], str | None]], list[Any]] | None = None,
-    source: Source | None = None,
-    image_registry: str | None = None,
-    image_lock: str | None | bool = True,
-) -> LoadedBenchmark:
-    """The source's tasks from ``directory`` with the source's rules (defaults, lock, marker, patch).
-
-    ``select(items, key, declared)`` picks what to load before anything is parsed.
-    """
-    source = source or src.source
-    pick = select or (lambda items, key, declared: items)
-    if src.loader == "harbor":
-        dirs = pick(harbor_candidates(directory), lambda p: p.name, declared_id)
-        loaded = load_harbor_tasks(dirs, src.name, defaults=src.harbor_defaults(), source=source)
-    else:
-        path = directory / str(src.file) if (directory / str(src.file)).is_file() else directory
-        loaded = load_patcheval_rows(path, src.name, source=source, select=pick)
-    lock_name = src.image_lock if image_lock is True else (image_lock or None)
-    lock = load_image_lock(lock_name) if lock_name else None
-    tasks = apply_image_policy(loaded.tasks, registry=image_registry, default_registry=src.default_image_registry,
-                               lock=lock)
-    if select is None and len(tasks) != src.expected_tasks:
-        log.warning("benchmark %s: %d tasks loaded, the published denominator is %d",
-                    src.name, len(tasks), src.expected_tasks)
-    tasks = [replace(t, metadata={**t.metadata, "pod_prefix": src.pod_prefix}) for t in tasks]
-    return LoadedBenchmark(tasks, loaded.report)
-
-
-def load_benchmark(
-    name: str,
-    *,
-    cache_dir: Path | None = None,
-    root: Path | None = None,
-    offline: bool = False,
-    mirror: str | None = None,
-    image_registry: str | None = None,
-    image_lock: str | None | bool = True,
-    task_ids: Iterable[str] | None = None,
-) -> list[Task]:
-    """Every task of a benchmark (or the selected ``task_ids``), images resolved for pulling.
-
-    ``root`` reads an already materialised subpath directory (tests, air-gapped mirrors).
-    ``image_lock=True`` applies the source's own lock, a string names another, False/None none.
-    A selected task id that the benchmark does not have is an error, as is a task missing
-    from the lock; both happen here, before any sandbox exists. Tasks that fail to load are
-    logged and skipped (``farm.tasks.benchmark`` reports them).
-    """
-    src = get_source(name)
-    directory = Path(root) if root is not None else materialize(src, cache_dir, offline=offline, mirror=mirror)
-    select = None
-    if task_ids is not None:
-        wanted = list(dict.fromkeys(task_ids))
-
-        def select(items: list[Any], key: Callable[[Any], str], declared: Callable[[Any], str | None]) -> list[Any]:
-            return select_ids(items, key, declared, wanted, src.name)
-
-    loaded = load_source(src, directory, select=select, image_registry=image_registry, image_lock=image_lock)
-    return loaded.enforce(strict=False, quiet=False).tasks
