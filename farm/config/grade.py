@@ -1,4 +1,4 @@
-"""``grade.*`` of the farm config: how trials are graded (farm/grade, farm/run/trial.py).
+"""``grade.*`` of the farm config: how trials are graded (farm/grade/attempt.py and the verifiers beside it).
 
 Kept apart from farm/config/schema.py (farm.config re-exports it) so that the schema module
 stays small; the schema is still one tree (FarmConfig.grade).

@@ -73,7 +73,7 @@ class TrialResult:
     agent_compat: str | None = None
     system_prompt_sha256: str | None = None
     tools_sha256: str | None = None
-    # sha256 of the scripted policy's agent.script file (farm/run/trial.py): a script changed
+    # sha256 of the scripted policy's agent.script file (farm/run/rows.py): a script changed
     # under the same path is another agent, which the config's path does not show (farm diff)
     agent_script_sha256: str | None = None
     # provenance
