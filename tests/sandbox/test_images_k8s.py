@@ -15,7 +15,7 @@ import pytest
 
 from farm.config import KubernetesSandboxConfig, SandboxConfig
 from farm.errors import UnsupportedTaskError
-from farm.sandbox.images.engine import task_build_tag
+from farm.sandbox.images.plan import task_build_tag
 from farm.sandbox.kubernetes.sandbox import BACKEND, KubernetesSandbox
 from farm.tasks.model import Task
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from farm.config import DockerSandboxConfig, KubernetesSandboxConfig
 from farm.errors import UnsupportedTaskError
-from farm.sandbox.images.engine import ImageFacts, ImagePlan, plan_image
+from farm.sandbox.images.plan import ImageFacts, ImagePlan, plan_image
 from farm.sandbox.replay import literal_task_env, resolve_build_steps
 from farm.tasks.image_lock import apply_image_policy, load_image_lock
 from farm.tasks.model import Task

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from farm.config import KubernetesSandboxConfig, SandboxConfig
 from farm.errors import ConfigError
 from farm.sandbox.base import Capabilities, Sandbox, SandboxStartError
-from farm.sandbox.images.engine import registry_prefix
+from farm.sandbox.images.plan import registry_prefix
 from farm.sandbox.images.resolve import check_relay_task
 from farm.sandbox.kubernetes.gc import GcReport, gc_pods
 from farm.sandbox.kubernetes.pull_events import pull_facts

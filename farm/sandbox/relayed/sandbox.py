@@ -35,7 +35,7 @@ from farm.sandbox.base import (
 )
 from farm.sandbox.channel import Channel, RemoteOpError
 from farm.sandbox.channel_sandbox import ChannelSandboxMixin
-from farm.sandbox.images.engine import ImageFacts, task_build_tag
+from farm.sandbox.images.plan import ImageFacts, task_build_tag
 from farm.sandbox.images.resolve import ROOT_ENV, RelayConfig, built_view, relay_plan, resolve_image
 from farm.sandbox.inside import relay as r
 from farm.sandbox.relayed import manifests as m
