@@ -127,7 +127,7 @@ async def test_a_container_killed_at_its_memory_limit_is_named_so(cluster: FakeC
     the error says it was the trial's own memory (reason ``oom_killed``), not a lost node."""
     from kubernetes import client
 
-    from farm.sandbox.relayed.sandbox import SandboxOutOfMemoryError
+    from farm.sandbox.relayed.channel import SandboxOutOfMemoryError
 
     from ..sandbox.conformance import make_task
 

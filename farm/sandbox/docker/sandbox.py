@@ -22,7 +22,8 @@ from farm.sandbox.images.engine import engine
 from farm.sandbox.images.ensure import LOG_ARTIFACT, ensure_image
 from farm.sandbox.images.resolve import built_view, check_relay_task, relay_plan, resolve_image
 from farm.sandbox.relayed import manifests as m
-from farm.sandbox.relayed.sandbox import ProcStream, RelaySandbox
+from farm.sandbox.relayed.channel import ProcStream
+from farm.sandbox.relayed.sandbox import RelaySandbox
 from farm.tasks.model import NetworkMode, Task
 
 # What docker and podman give a container by default (podman's containers.conf list; Docker also

@@ -34,7 +34,8 @@ from farm.sandbox.images.resolve import check_relay_task
 from farm.sandbox.kubernetes.gc import GcReport, gc_pods
 from farm.sandbox.kubernetes.pull_events import pull_facts
 from farm.sandbox.relayed import manifests as m
-from farm.sandbox.relayed.sandbox import RelaySandbox, StreamPair
+from farm.sandbox.relayed.channel import StreamPair
+from farm.sandbox.relayed.sandbox import RelaySandbox
 from farm.sandbox.relayed.stream_budget import ReconnectBudget
 from farm.tasks.model import NetworkMode, Task
 
