@@ -1,4 +1,4 @@
-"""The image a relay-backed sandbox runs, and the preflight check of a task (relayed.py's
+"""The image a relay-backed sandbox runs, and the preflight check of a task (relayed/sandbox.py's
 start follows the same rules): registry mirror, digest lock, build-or-pull plan."""
 
 from __future__ import annotations

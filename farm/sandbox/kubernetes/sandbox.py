@@ -187,7 +187,7 @@ class KubernetesSandbox(RelaySandbox):
     # egress is a NetworkPolicy: it can change in place. No jail: CAP_SYS_ADMIN, even for the
     # sandbox agent alone, is refused by the baseline and restricted Pod Security standards, so
     # commands can kill the sandbox agent; the relay (PID 1, out of their reach) restarts it and
-    # the command it died under ends as killed (relayed.py): rows say "pid1-relay: ..."
+    # the command it died under ends as killed (relayed/channel.py): rows say "pid1-relay: ..."
     capabilities = Capabilities(set_network=True)
     cfg: KubernetesSandboxConfig
 
