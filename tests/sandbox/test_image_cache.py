@@ -20,7 +20,7 @@ from farm.sandbox.images import cache as image_cache
 from farm.sandbox.images import ensure, plan
 from farm.tasks.model import Task
 
-from ..k8s import test_podman
+from .docker import test_podman
 from .test_images import harbor_task
 
 BASE_IMAGE = test_podman.BASE_IMAGE

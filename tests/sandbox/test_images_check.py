@@ -1,5 +1,5 @@
 """`farm images check` on a real engine (podman as root, runc): what each task's image would be,
-without a pull or a build. The tasks build on the bare Debian image of tests/k8s/test_podman.py;
+without a pull or a build. The tasks build on the bare Debian image of tests/sandbox/docker/test_podman.py;
 every tag a test makes is removed after it.
 """
 
@@ -17,8 +17,8 @@ from farm.errors import ConfigError
 from farm.sandbox.images import engine, ensure, plan
 from farm.sandbox.images.check import ABSENT, NOT_CHECKED, PRESENT, UNREACHABLE, check_task, check_tasks
 
-from ..k8s import test_podman
 from . import test_images_podman
+from .docker import test_podman
 from .test_images import harbor_task
 from .test_images_podman import UNPULLABLE, _podman
 

@@ -1,6 +1,6 @@
 """sandbox=docker builds the task's own Dockerfile on a real engine (podman, as root, runc).
 
-Each test builds a tiny Dockerfile on the bare Debian image of tests/k8s/test_podman.py with
+Each test builds a tiny Dockerfile on the bare Debian image of tests/sandbox/docker/test_podman.py with
 ``--pull=never`` (nothing is fetched) under a task id of its own, and removes its tags after.
 """
 
@@ -21,7 +21,7 @@ from farm.sandbox.docker.sandbox import ContainerSandbox
 from farm.sandbox.images import engine, ensure, plan
 from farm.tasks.model import Task
 
-from ..k8s import test_podman
+from .docker import test_podman
 from .test_images import harbor_task
 
 BASE_IMAGE, TOOLBOX_IMAGE = test_podman.BASE_IMAGE, test_podman.TOOLBOX_IMAGE

@@ -28,8 +28,8 @@ from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
 from farm.tasks.harbor import load_harbor_dir
 from farm.tasks.model import Task
 
-from ..run.conftest import CHECK_ANSWER
-from ..run.conftest import make_task as make_task_dir
+from ...run.conftest import CHECK_ANSWER
+from ...run.conftest import make_task as make_task_dir
 from .test_kubernetes_backend import FakeClusterBackend
 
 pytestmark = pytest.mark.skipif(
@@ -129,7 +129,7 @@ async def test_a_container_killed_at_its_memory_limit_is_named_so(cluster: FakeC
 
     from farm.sandbox.relayed.channel import SandboxOutOfMemoryError
 
-    from ..sandbox.conformance import make_task
+    from ..conformance import make_task
 
     sb = KubernetesSandbox(make_task(image="debian:bookworm"), cluster.cfg, run_id="r", trial_key="oom",
                            core_api=cluster.core, net_api=cluster.net, exec_opener=cluster.execs, poll_s=0.05)
