@@ -23,7 +23,7 @@ from farm.agent.execution import ToolCall, ToolExecutor
 from farm.config import CHOICES, AgentConfig
 from farm.sandbox.base import Sandbox
 from farm.sandbox.relayed import manifests as m
-from tests.k8s.test_podman import PodmanBackend, _task, podman_env  # noqa: F401 - podman_env is a fixture
+from tests.sandbox.docker.test_podman import PodmanBackend, _task, podman_env  # noqa: F401 - podman_env is a fixture
 
 CASES = load_corpus()
 COMPATS = ("leaf-2609", "leaf-legacy", "farm-safe")
@@ -120,8 +120,8 @@ async def test_replay_sample_matches_the_vendor_in_an_emulated_pod(compat, tmp_p
     import os
     import shutil
 
-    from tests.k8s.test_emulator_conformance import EmulatorBackend
-    from tests.k8s.test_kubernetes_backend import _image_task
+    from tests.sandbox.kubernetes.test_emulator_conformance import EmulatorBackend
+    from tests.sandbox.kubernetes.test_kubernetes_backend import _image_task
 
     if shutil.which("bwrap") is None or shutil.which("nsenter") is None or os.geteuid() != 0:
         pytest.skip("the emulator's kubelet needs bubblewrap, nsenter and root")

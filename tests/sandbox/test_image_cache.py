@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from farm.sandbox.images import cache as image_cache
-from farm.sandbox.images import engine as images
+from farm.sandbox.images import ensure, plan
 from farm.tasks.model import Task
 
-from ..k8s import test_podman
+from .docker import test_podman
 from .test_images import harbor_task
 
 BASE_IMAGE = test_podman.BASE_IMAGE
@@ -50,7 +50,7 @@ def made() -> Any:
 
 def _built(root: Path, name: str, made: dict[str, list[str]], marker: str = "") -> tuple[Task, str]:
     task = harbor_task(root, f"FROM {BASE_IMAGE}\nRUN echo {name}{marker} > /which\n", name=name)
-    got = asyncio.run(images.build_image("podman", task, pull="never"))
+    got = asyncio.run(ensure.build_image("podman", task, pull="never"))
     made["tags"].append(got.ref)
     assert got.provenance.source == "built"
     time.sleep(1.1)  # the engine's creation times have one-second resolution: keep the order strict
@@ -103,16 +103,16 @@ def test_a_build_below_the_free_space_floor_evicts_first_keeping_its_own_tag(
 
     monkeypatch.setattr(image_cache, "evict_for_space", record)
     task = harbor_task(tmp_path, f"FROM {BASE_IMAGE}\nRUN true\n", name=f"g{uuid.uuid4().hex[:6]}")
-    tag = images.task_build_tag(task)
+    tag = plan.task_build_tag(task)
     assert tag is not None
     made["tags"].append(tag)
-    asyncio.run(images.build_image("podman", task, pull="never", min_free_gb=2.5))
+    asyncio.run(ensure.build_image("podman", task, pull="never", min_free_gb=2.5))
     assert calls == [(int(2.5 * image_cache.GIB), frozenset({tag}))]
-    asyncio.run(images.build_image("podman", task, pull="never", min_free_gb=2.5))
+    asyncio.run(ensure.build_image("podman", task, pull="never", min_free_gb=2.5))
     assert len(calls) == 1  # a cached tag builds nothing, so nothing is evicted for it
     other = harbor_task(tmp_path, f"FROM {BASE_IMAGE}\nRUN true\n", name=f"h{uuid.uuid4().hex[:6]}")
-    made["tags"].append(str(images.task_build_tag(other)))
-    asyncio.run(images.build_image("podman", other, pull="never"))
+    made["tags"].append(str(plan.task_build_tag(other)))
+    asyncio.run(ensure.build_image("podman", other, pull="never"))
     assert len(calls) == 1  # min_free_gb=None: never evict
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from farm.config import load_config
 from farm.errors import ConfigError, UnsupportedTaskError
-from farm.sandbox.images.engine import build_digest, failing_step, plan_image, registry_prefix, task_build_tag, task_tag
+from farm.sandbox.images.ensure import failing_step
+from farm.sandbox.images.plan import build_digest, plan_image, registry_prefix, task_build_tag, task_tag
 from farm.sandbox.local.policy import plan_local
 from farm.tasks.harbor import load_harbor_task
 from farm.tasks.model import Task

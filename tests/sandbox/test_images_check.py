@@ -1,5 +1,5 @@
 """`farm images check` on a real engine (podman as root, runc): what each task's image would be,
-without a pull or a build. The tasks build on the bare Debian image of tests/k8s/test_podman.py;
+without a pull or a build. The tasks build on the bare Debian image of tests/sandbox/docker/test_podman.py;
 every tag a test makes is removed after it.
 """
 
@@ -14,11 +14,11 @@ import pytest
 
 from farm.config import DockerSandboxConfig
 from farm.errors import ConfigError
-from farm.sandbox.images import engine as images
+from farm.sandbox.images import engine, ensure, plan
 from farm.sandbox.images.check import ABSENT, NOT_CHECKED, PRESENT, UNREACHABLE, check_task, check_tasks
 
-from ..k8s import test_podman
 from . import test_images_podman
+from .docker import test_podman
 from .test_images import harbor_task
 from .test_images_podman import UNPULLABLE, _podman
 
@@ -59,12 +59,12 @@ async def test_a_build_plan_names_its_tag_bases_and_instructions_and_sees_a_cach
     tags.append(standin)
     ctx = tmp_path / "standin"
     ctx.mkdir()
-    (ctx / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nLABEL {images.STANDIN_LABEL}=true\n")
+    (ctx / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nLABEL {engine.STANDIN_LABEL}=true\n")
     assert _podman("build", "--pull=never", "-t", standin, str(ctx)).returncode == 0
     dockerfile = (f"FROM {BASE_IMAGE} AS tools\nRUN echo tool > /tool\n"
                   f"FROM {standin}\nCOPY --from=tools /tool /tool\nWORKDIR /app\nENV A=1\nRUN true\n")
     task = harbor_task(tmp_path, dockerfile, docker_image=UNPULLABLE, name=f"t{uuid.uuid4().hex[:8]}")
-    tag = images.task_build_tag(task)
+    tag = plan.task_build_tag(task)
     assert tag is not None
     tags.append(tag)
     row = await check_task("podman", task, _cfg("never"), "pull-or-build")
@@ -74,7 +74,7 @@ async def test_a_build_plan_names_its_tag_bases_and_instructions_and_sees_a_cach
                                                                  (standin, PRESENT, True)]
     assert row.instructions == ["FROM", "RUN", "COPY", "WORKDIR", "ENV"]
     assert _podman("image", "exists", tag).returncode != 0  # a check builds nothing
-    await images.build_image("podman", task, pull="never")
+    await ensure.build_image("podman", task, pull="never")
     again = await check_task("podman", task, _cfg("never"), "build")
     assert again.ok and again.cached and again.status == "build: cached" and again.plan == "build"
 

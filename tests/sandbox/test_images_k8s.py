@@ -1,6 +1,6 @@
 """A cluster runs the builds `farm images build --push REGISTRY` made, named by content hash.
 
-Through the thin API-server fakes of tests/k8s/fake_cluster.py (nothing real can stand in for
+Through the thin API-server fakes of tests/sandbox/kubernetes/fake_cluster.py (nothing real can stand in for
 a Kubernetes API server here): the pod the backend creates is inspected, and its start proves
 the build steps were not replayed (the Dockerfile's RUN would fail if they were).
 """
@@ -15,11 +15,11 @@ import pytest
 
 from farm.config import KubernetesSandboxConfig, SandboxConfig
 from farm.errors import UnsupportedTaskError
-from farm.sandbox.images.engine import task_build_tag
+from farm.sandbox.images.plan import task_build_tag
 from farm.sandbox.kubernetes.sandbox import BACKEND, KubernetesSandbox
 from farm.tasks.model import Task
 
-from ..k8s.fake_cluster import FakeCoreV1Api, FakeExecStream, FakeNetworkingV1Api
+from .kubernetes.fake_cluster import FakeCoreV1Api, FakeExecStream, FakeNetworkingV1Api
 from .test_images import harbor_task
 
 REGISTRY = "registry.example.com:5000/farm"

@@ -1,6 +1,6 @@
 """sandbox=docker builds the task's own Dockerfile on a real engine (podman, as root, runc).
 
-Each test builds a tiny Dockerfile on the bare Debian image of tests/k8s/test_podman.py with
+Each test builds a tiny Dockerfile on the bare Debian image of tests/sandbox/docker/test_podman.py with
 ``--pull=never`` (nothing is fetched) under a task id of its own, and removes its tags after.
 """
 
@@ -18,10 +18,10 @@ import pytest
 from farm.config import DockerSandboxConfig
 from farm.sandbox.base import SandboxStartError
 from farm.sandbox.docker.sandbox import ContainerSandbox
-from farm.sandbox.images import engine as images
+from farm.sandbox.images import engine, ensure, plan
 from farm.tasks.model import Task
 
-from ..k8s import test_podman
+from .docker import test_podman
 from .test_images import harbor_task
 
 BASE_IMAGE, TOOLBOX_IMAGE = test_podman.BASE_IMAGE, test_podman.TOOLBOX_IMAGE
@@ -45,12 +45,12 @@ def tags() -> Any:
 
 @pytest.fixture(autouse=True)
 def fresh_memory() -> None:
-    images.forget_failures()
+    ensure.forget_failures()
 
 
 def _task(tmp_path: Path, dockerfile: str, tags: list[str], **kw: Any) -> Task:
     task = harbor_task(tmp_path, dockerfile, name=f"t{uuid.uuid4().hex[:8]}", **kw)
-    tag = images.task_build_tag(task)
+    tag = plan.task_build_tag(task)
     assert tag is not None
     tags.append(tag)
     return task
@@ -90,11 +90,11 @@ async def test_built_image_holds_file_env_workdir_and_a_second_start_reuses_it(
         assert built.build_s is not None and built.build_s > 0 and cached.build_s == 0.0
         assert built.image_id == cached.image_id and built.image_id
         assert not built.base_standin and not built.unfaithful
-        log = by_source["built"].stats.artifacts[images.LOG_ARTIFACT].decode()
+        log = by_source["built"].stats.artifacts[ensure.LOG_ARTIFACT].decode()
         assert "--pull=missing" in log and "RUN cat data.txt" in log and "pull failed" in log
-        assert images.LOG_ARTIFACT not in by_source["cached"].stats.artifacts
+        assert ensure.LOG_ARTIFACT not in by_source["cached"].stats.artifacts
         for sb in (first, second):
-            assert sb.workdir == "/srv/app" and sb.image == images.task_build_tag(task)
+            assert sb.workdir == "/srv/app" and sb.image == plan.task_build_tag(task)
             r = await sb.exec("head -1 /built.txt; echo $FARM_IMAGE_VAR; pwd; tail -1 /built.txt")
             assert r.exit_code == 0, r.output
             lines = r.stdout.splitlines()
@@ -125,7 +125,7 @@ async def test_a_failing_run_is_an_image_build_error_with_step_and_log_and_is_no
         await sb.start()
     assert e.value.reason == "image_build"
     assert "RUN echo broken >&2; exit 3" in str(e.value) and "exited with code" in str(e.value)
-    log = sb.stats.artifacts[images.LOG_ARTIFACT].decode()
+    log = sb.stats.artifacts[ensure.LOG_ARTIFACT].decode()
     assert "about to fail" in log and "broken" in log
     assert _podman("container", "exists", sb.name).returncode != 0
     again = _sandbox(task, policy="build", run_id=run)
@@ -134,16 +134,16 @@ async def test_a_failing_run_is_an_image_build_error_with_step_and_log_and_is_no
         await again.start()
     assert e2.value.reason == "image_build" and time.monotonic() - t0 < 5
     # another worker process of the same run (its memory is empty) reads the run's record
-    images.forget_failures()
+    ensure.forget_failures()
     with pytest.raises(SandboxStartError, match="failed earlier in this run; not rebuilt") as e3:
         await _sandbox(task, policy="build", run_id=run).start()
     assert "RUN echo broken >&2; exit 3" in str(e3.value)
     # a new run builds again (the failure may have been transient)
-    images.forget_failures()
+    ensure.forget_failures()
     other = _sandbox(task, policy="build", run_id=f"run-{uuid.uuid4().hex[:6]}")
     with pytest.raises(SandboxStartError) as e4:
         await other.start()
-    assert "not rebuilt" not in str(e4.value) and images.LOG_ARTIFACT in other.stats.artifacts
+    assert "not rebuilt" not in str(e4.value) and ensure.LOG_ARTIFACT in other.stats.artifacts
 
 
 async def test_pull_policy_never_builds_and_pull_or_build_prefers_a_present_image(
@@ -171,7 +171,7 @@ async def test_a_build_on_a_standin_base_is_marked(podman_env: dict[str, str], t
     tags.append(standin)
     ctx = tmp_path / "standin"
     ctx.mkdir()
-    (ctx / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nLABEL {images.STANDIN_LABEL}=true\n")
+    (ctx / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nLABEL {engine.STANDIN_LABEL}=true\n")
     assert _podman("build", "--pull=never", "-t", standin, str(ctx)).returncode == 0
     task = _task(tmp_path, f"FROM {standin}\nRUN true\n", tags)
     sb = _sandbox(task, policy="build")
@@ -191,7 +191,7 @@ def test_farm_images_build_prints_a_table_and_fails_when_a_build_fails(
     ok = harbor_task(bench, f"FROM {BASE_IMAGE}\nRUN true\n", name="good")
     bad = harbor_task(bench, f"FROM {BASE_IMAGE}\nRUN exit 7\n", name="bad")
     for t in (ok, bad):
-        tags.append(images.task_build_tag(t))  # type: ignore[arg-type]
+        tags.append(plan.task_build_tag(t))  # type: ignore[arg-type]
     args = ["images", "build", f"benchmark.path={bench}", "sandbox.docker.engine=podman", "sandbox.docker.pull=never",
             "--jobs", "2"]
     assert main(args) == 1
@@ -200,7 +200,7 @@ def test_farm_images_build_prints_a_table_and_fails_when_a_build_fails(
     good_row = next(v for k, v in rows.items() if k.endswith("/good"))
     bad_row = next(v for k, v in rows.items() if k.endswith("/bad"))
     assert " built " in good_row and " failed " in bad_row and "RUN exit 7" in out.err
-    images.forget_failures()
+    ensure.forget_failures()
     assert main(args) == 1
     again = capsys.readouterr().out
     assert " cached " in next(line for line in again.splitlines() if "/good " in line)
@@ -249,7 +249,7 @@ def test_farm_images_build_push_serves_the_tag_a_cluster_runs(
 
     bench = tmp_path / "bench"
     task = harbor_task(bench, f"FROM {BASE_IMAGE}\nRUN echo pushed > /pushed\n", name="pushme")
-    local, remote = images.task_build_tag(task), images.task_build_tag(task, f"{registry}/farm")
+    local, remote = plan.task_build_tag(task), plan.task_build_tag(task, f"{registry}/farm")
     assert local is not None and remote is not None
     tags += [local, remote]
     args = ["images", "build", "--push", f"{registry}/farm", f"benchmark.path={bench}",

@@ -23,7 +23,7 @@ from .conformance import make_task
 REPO = Path(__file__).resolve().parents[2]
 BACKEND_IMPLEMENTATIONS = {"farm.sandbox.local.sandbox", "farm.sandbox.kubernetes.sandbox",
                            "farm.sandbox.docker.sandbox", "farm.sandbox.relayed.sandbox",
-                           "farm.sandbox.local.policy", "farm.sandbox.local.netns"}
+                           "farm.sandbox.relayed.channel", "farm.sandbox.local.policy", "farm.sandbox.local.netns"}
 
 
 def _imports(path: Path) -> set[str]:

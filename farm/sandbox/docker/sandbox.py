@@ -18,10 +18,12 @@ from typing import Any
 from farm.config import DockerSandboxConfig, KubernetesSandboxConfig, SandboxConfig
 from farm.errors import ConfigError
 from farm.sandbox.base import JAIL_CAPS, JAIL_ENV, Capabilities, GcReport, Sandbox, SandboxStartError
-from farm.sandbox.images.engine import LOG_ARTIFACT, ensure_image
+from farm.sandbox.images.engine import engine
+from farm.sandbox.images.ensure import LOG_ARTIFACT, ensure_image
 from farm.sandbox.images.resolve import built_view, check_relay_task, relay_plan, resolve_image
 from farm.sandbox.relayed import manifests as m
-from farm.sandbox.relayed.sandbox import ProcStream, RelaySandbox
+from farm.sandbox.relayed.channel import ProcStream
+from farm.sandbox.relayed.sandbox import RelaySandbox
 from farm.tasks.model import NetworkMode, Task
 
 # What docker and podman give a container by default (podman's containers.conf list; Docker also
@@ -148,35 +150,6 @@ class ContainerSandbox(RelaySandbox):
             return
         await self._engine("rm", "-f", "-t", "0", self.name, check=False)
         await self._engine("volume", "rm", "-f", self.volume, check=False)
-
-
-async def engine(binary: str, *args: str, check: bool = True, timeout: float = 600) -> str:
-    """Run one container-engine command; its stdout.
-
-    Raises:
-        SandboxStartError: (``reason="engine"``) the command failed or timed out.
-    """
-    proc = await asyncio.create_subprocess_exec(binary, *args, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise SandboxStartError(f"{binary} {args[0]} timed out after {timeout:.0f} s", reason="engine") from None
-    if check and proc.returncode != 0:
-        text = err.decode(errors="replace").strip()
-        reason = "image_pull" if args and args[0] == "run" and _pull_failed(text) else "engine"
-        raise SandboxStartError(f"{binary} {' '.join(args[:2])} failed ({proc.returncode}): {text[-1500:]}",
-                                reason=reason)
-    return out.decode(errors="replace")
-
-
-def _pull_failed(stderr: str) -> bool:
-    low = stderr.lower()
-    return any(s in low for s in ("pull access denied", "manifest unknown", "image not known",
-                                  "unable to find image", "error pulling image", "failed to resolve reference",
-                                  "initializing source", "no such image"))
 
 
 # --- garbage collection ---------------------------------------------------------------------

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from farm.sandbox.images.engine import DIGEST_LABEL, TASK_LABEL, build_digest, dockerfile_of, run_engine
+from farm.sandbox.images.engine import DIGEST_LABEL, TASK_LABEL, run_engine
+from farm.sandbox.images.plan import build_digest, dockerfile_of
 from farm.tasks.model import Task
 
 GIB = 1024 ** 3

@@ -36,7 +36,8 @@ from rich.table import Table
 
 from farm.config import DockerSandboxConfig, FarmConfig
 from farm.errors import ConfigError, FarmError
-from farm.sandbox.images.engine import STANDIN_LABEL, dockerfile_of, plan_image, run_engine, task_build_tag
+from farm.sandbox.images.engine import STANDIN_LABEL, run_engine
+from farm.sandbox.images.plan import dockerfile_of, plan_image, task_build_tag
 from farm.sandbox.images.resolve import resolve_image
 from farm.tasks.dockerfile import instructions as dockerfile_instructions
 from farm.tasks.dockerfile import parse_cached

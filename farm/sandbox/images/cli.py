@@ -22,7 +22,9 @@ from rich.table import Table
 from farm.config import FarmConfig
 from farm.errors import ConfigError
 from farm.sandbox.base import SandboxStartError
-from farm.sandbox.images.engine import build_digest, build_image, dockerfile_of, registry_prefix, run_engine, task_tag
+from farm.sandbox.images.engine import run_engine
+from farm.sandbox.images.ensure import build_image
+from farm.sandbox.images.plan import build_digest, dockerfile_of, registry_prefix, task_tag
 from farm.tasks.model import Task
 
 EXIT_BUILD_FAILED = 1

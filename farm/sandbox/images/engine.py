@@ -1,293 +1,75 @@
-"""The task's image for a container backend: pull the one it names, or build its Dockerfile.
+"""The one way farm runs a ``docker``/``podman`` command, and the labels farm puts on images.
 
-``sandbox.image_policy`` decides (:func:`plan_image`):
-
-* ``pull`` — run the image the task names (its ``docker_image``, else its Dockerfile's FROM
-  with the build steps replayed on the running container: farm's behaviour before builds);
-* ``build`` — build ``environment/Dockerfile`` with the engine's own ``build``;
-* ``pull-or-build`` (default) — a task that names a prebuilt image runs it when it is present
-  or pulls, and builds its Dockerfile otherwise; a task whose image *is* its Dockerfile (no
-  ``docker_image``) is built.
-
-A build is tagged by content (:func:`build_digest`: the Dockerfile and every file of the build
-context, with a format version), so an existing tag is the same build and is reused; two
-trials of one task never build it twice at once (a cross-process lock per tag). A failed pull
-is remembered per image and a failed build per tag for the life of the process, so a run does
-not wait on an unreachable registry or repeat a broken build for every trial.
+:func:`run_engine` returns what the command said (for callers that read a failure as an
+answer: "not present", "pull failed"); :func:`engine` raises :class:`SandboxStartError` on a
+failure (for the container backend's create/exec/remove calls). Both run the command the same
+way and kill it on a timeout or a cancellation.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import errno
-import fcntl
-import hashlib
-import json
-import os
-import re
-import tempfile
-import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from pathlib import Path
 
-from farm.errors import ConfigError
-from farm.sandbox.base import ImageProvenance, SandboxStartError
-from farm.tasks.model import Task
+from farm.sandbox.base import SandboxStartError
 
-FORMAT_VERSION = 1  # bump when what goes into a build (flags, labels) changes its result
-TAG_REPOSITORY = "farm-task"
 STANDIN_LABEL = "io.farm.standin"  # set on `make images` stand-in bases; inherited by builds
 TASK_LABEL = "io.farm.task"
 DIGEST_LABEL = "io.farm.build-digest"  # the full sha256 of build_digest
-POLICIES = ("pull", "build", "pull-or-build")
-LOG_ARTIFACT = "image-build.log"
-
-# failures remembered for this process: image -> why the pull failed; tag -> the build error
-_failed_pulls: dict[str, str] = {}
-_failed_builds: dict[str, str] = {}
 
 
-# --- what the task's image is -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ImagePlan:
-    named: str | None  # the image the task names (docker_image or FROM), tried first when pull_first
-    pull_first: bool  # run the named image when it is present or pulls
-    build: bool  # build environment/Dockerfile (after a failed pull, when pull_first)
-    replay: bool  # replay the task's interpreted build steps on the running container
-
-    @property
-    def describe(self) -> str:
-        if self.pull_first and self.build:
-            return f"pull {self.named}, else build the Dockerfile"
-        return "build the Dockerfile" if self.build else f"pull {self.named}"
-
-
-def dockerfile_of(task: Task) -> Path | None:
-    path = task.environment.dockerfile
-    return Path(path) if path is not None and Path(path).is_file() else None
-
-
-def plan_image(task: Task, policy: str, named: str | None = None) -> ImagePlan:
-    """What a container backend does to get the task's image under ``policy``.
-
-    ``named`` is the task's image after the registry mirror and digest lock (default: as the
-    task names it).
+async def _exec(binary: str, *args: str, timeout: float) -> tuple[int, bytes, bytes]:
+    """(exit status, stdout, stderr) of one engine command.
 
     Raises:
-        ConfigError: an unknown policy.
+        TimeoutError: after ``timeout`` seconds (the command is killed first).
     """
-    if policy not in POLICIES:
-        raise ConfigError(f"invalid value {policy!r} for 'sandbox.image_policy': choose one of {list(POLICIES)}")
-    named = named if named is not None else task.environment.image
-    dockerfile = dockerfile_of(task)
-    if dockerfile is None or policy == "pull":
-        return ImagePlan(named, pull_first=True, build=False, replay=True)
-    # the loader parses the Dockerfile into build steps only when the task names no image of its
-    # own: then the named image is just the base, and the task's image is what the build makes
-    prebuilt = not task.environment.build_steps
-    if policy == "pull-or-build" and prebuilt and named:
-        return ImagePlan(named, pull_first=True, build=True, replay=False)
-    return ImagePlan(named, pull_first=False, build=True, replay=False)
-
-
-def build_digest(dockerfile: Path, context: Path | None) -> str:
-    """sha256 over the format version, the Dockerfile and each context file (path, mode, bytes).
-
-    Files a ``.dockerignore`` leaves out still count: a change there costs one rebuild, never
-    a stale image. Read in full at every start (task contexts are kilobytes to a few MB): a
-    cache keyed by mtime could miss an edit within the filesystem's timestamp resolution.
-    """
-    h = hashlib.sha256(f"farm-image-build v{FORMAT_VERSION}\0".encode())
-    h.update(b"Dockerfile\0" + dockerfile.read_bytes() + b"\0")
-    for rel, path, st in _context_files(context) if context is not None else []:
-        data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
-        h.update(f"{rel}\0{st.st_mode:o}\0{len(data)}\0".encode() + data)
-    return h.hexdigest()
-
-
-def _context_files(context: Path) -> list[tuple[str, Path, os.stat_result]]:
-    out = []
-    for root, dirs, names in os.walk(context):
-        dirs.sort()
-        for name in sorted(names) + [d for d in dirs if Path(root, d).is_symlink()]:
-            path = Path(root, name)
-            st = path.lstat()
-            out.append((path.relative_to(context).as_posix(), path, st))
-    out.sort(key=lambda t: t[0])
-    return out
-
-
-def _sanitise(text: str) -> str:
-    name = re.sub(r"[^a-z0-9._-]+", "-", text.lower())
-    name = re.sub(r"([._-])[._-]+", r"\1", name).strip("._-")
-    return name[:120].rstrip("._-") or "task"
-
-
-def task_tag(task: Task, digest: str, registry: str | None = None) -> str:
-    """``<registry>/farm-task/<benchmark>-<task_id>:<digest[:16]>`` (registry default localhost)."""
-    prefix = registry_prefix(registry) if registry else "localhost"
-    return f"{prefix}/{TAG_REPOSITORY}/{_sanitise(f'{task.benchmark}-{task.task_id}')}:{digest[:16]}"
-
-
-def registry_prefix(value: str, key: str = "sandbox.kubernetes.build_registry") -> str:
-    """A registry (``host[:port][/path]``) that built images are pushed to and pulled from.
-
-    Raises:
-        ConfigError: a scheme, whitespace, a tag or an empty value.
-    """
-    text = str(value).strip().rstrip("/")
-    if not text or "://" in text or re.search(r"\s|@", text) or not re.fullmatch(
-            r"[A-Za-z0-9.-]+(:\d+)?(/[a-z0-9._-]+)*", text):
-        raise ConfigError(f"invalid value {value!r} for '{key}': expected host[:port][/path] "
-                          "(no scheme, no tag), e.g. registry.example.com:5000/farm")
-    return text
-
-
-def task_build_tag(task: Task, registry: str | None = None) -> str | None:
-    """The content-hashed tag of the task's Dockerfile build; None without a Dockerfile."""
-    dockerfile = dockerfile_of(task)
-    if dockerfile is None:
-        return None
-    return task_tag(task, build_digest(dockerfile, task.environment.build_context), registry)
-
-
-# --- the engine -------------------------------------------------------------------------------
-
-
-async def run_engine(binary: str, *args: str, timeout: float = 600) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of one engine command; 124 on a timeout."""
     proc = await asyncio.create_subprocess_exec(binary, *args, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.PIPE)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except (TimeoutError, asyncio.CancelledError) as e:
+    except (TimeoutError, asyncio.CancelledError):
         proc.kill()
         await proc.wait()
-        if isinstance(e, asyncio.CancelledError):
-            raise
-        return 124, "", f"{binary} {args[0]} timed out after {timeout:.0f} s"
-    return proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
+        raise
+    return proc.returncode or 0, out, err
 
 
-@dataclass
-class ImageFacts:
-    """What `<engine> image inspect` says about an image."""
-
-    image_id: str
-    env: dict[str, str] = field(default_factory=dict)
-    workdir: str | None = None
-    labels: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def standin(self) -> bool:
-        return self.labels.get(STANDIN_LABEL, "").lower() == "true"
+def _timed_out(binary: str, args: tuple[str, ...], timeout: float) -> str:
+    return f"{binary} {args[0]} timed out after {timeout:.0f} s"
 
 
-async def inspect_image(binary: str, ref: str) -> ImageFacts | None:
-    """The image's id, ENV, WORKDIR and labels; None when the engine has no such image."""
-    rc, out, _ = await run_engine(binary, "image", "inspect", ref, timeout=60)
-    if rc != 0:
-        return None
-    data = json.loads(out)
-    data = data[0] if isinstance(data, list) else data
-    config = data.get("Config") or {}
-    env = dict(e.split("=", 1) for e in (config.get("Env") or []) if "=" in e)
-    labels = {**(data.get("Labels") or {}), **(config.get("Labels") or {})}
-    return ImageFacts(str(data.get("Id", "")), env, config.get("WorkingDir") or None,
-                      {str(k): str(v) for k, v in labels.items()})
+async def run_engine(binary: str, *args: str, timeout: float = 600) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of one engine command; 124 on a timeout."""
+    try:
+        rc, out, err = await _exec(binary, *args, timeout=timeout)
+    except TimeoutError:
+        return 124, "", _timed_out(binary, args, timeout)
+    return rc, out.decode(errors="replace"), err.decode(errors="replace")
 
 
-@dataclass
-class EnsuredImage:
-    ref: str  # what the container runs
-    facts: ImageFacts
-    provenance: ImageProvenance
-    replay: bool  # the build steps still have to be replayed on the running container
-    log: bytes = b""  # the build log, when this attempt built it
-
-
-async def ensure_image(binary: str, task: Task, policy: str, named: str | None, *, pull: str = "missing",
-                       lock_dir: Path | None = None, scope: str | None = None,
-                       min_free_gb: float | None = None) -> EnsuredImage:
-    """Make the task's image present in the engine's local storage, following ``policy``.
-
-    ``pull`` is ``sandbox.docker.pull``: ``never`` neither pulls nor lets a build pull its base
-    (``--pull=never``); ``always`` pulls the named image even when present. ``scope`` and
-    ``min_free_gb``: see :func:`build_image`.
+async def engine(binary: str, *args: str, check: bool = True, timeout: float = 600) -> str:
+    """Run one container-engine command; its stdout.
 
     Raises:
-        SandboxStartError: ``image_pull`` (the named image is not present and cannot be pulled,
-            and the policy does not build), ``image_build`` (the build failed or timed out).
+        SandboxStartError: (``reason="engine"``) the command failed or timed out;
+            (``reason="image_pull"``) a ``run`` failed because its image could not be pulled.
     """
-    plan = plan_image(task, policy, named)
-    pull_error = ""
-    if plan.pull_first and plan.named:
-        got = await _present_or_pulled(binary, plan.named, pull, remember=plan.build)
-        if isinstance(got, EnsuredImage):
-            got.replay = plan.replay
-            return got
-        pull_error = got
-        if not plan.build:
-            raise SandboxStartError(f"image {plan.named}: {pull_error}", reason="image_pull")
-    return await build_image(binary, task, pull=pull, lock_dir=lock_dir, after=pull_error, scope=scope,
-                             min_free_gb=min_free_gb)
-
-
-async def _present_or_pulled(binary: str, ref: str, pull: str, *, remember: bool) -> EnsuredImage | str:
-    """The named image (local or pulled now), else why not."""
-    facts = None if pull == "always" else await inspect_image(binary, ref)
-    source = "local"
-    if facts is None:
-        if pull == "never":
-            return "not present and sandbox.docker.pull=never"
-        if ref in _failed_pulls:
-            return f"{_failed_pulls[ref]} (failed earlier in this process; not retried)"
-        rc, _, err = await run_engine(binary, "pull", ref, timeout=1800)
-        if rc != 0:
-            why = f"pull failed: {err.strip()[-600:]}"
-            if remember:  # only where a build follows: a pull-only run must be able to retry it
-                _failed_pulls[ref] = why
-            return why
-        facts = await inspect_image(binary, ref)
-        if facts is None:
-            return "pulled but not found afterwards"
-        source = "pulled"
-    prov = ImageProvenance(source=source, image_id=facts.image_id, base_standin=facts.standin)
-    return EnsuredImage(ref, facts, prov, replay=True)
-
-
-def _lock_dir(lock_dir: Path | None) -> Path:
-    return lock_dir or Path(os.environ.get("FARM_IMAGE_LOCK_DIR") or Path(tempfile.gettempdir()) / "farm-image-locks")
-
-
-def _failure_marker(tag: str, scope: str, lock_dir: Path | None) -> Path:
-    """Where a failed build of ``tag`` is recorded for the run ``scope``, for every process."""
-    key = hashlib.sha256(scope.encode()).hexdigest()[:16]
-    return _lock_dir(lock_dir) / f"{_sanitise(tag)}.{key}.failed"
-
-
-@contextlib.asynccontextmanager
-async def tag_lock(tag: str, lock_dir: Path | None = None) -> AsyncIterator[None]:
-    """An exclusive cross-process lock per tag (flock; polled so that cancellation is clean)."""
-    folder = _lock_dir(lock_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / (_sanitise(tag) + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as e:
-                if e.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                await asyncio.sleep(0.2)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+        rc, out, err = await _exec(binary, *args, timeout=timeout)
+    except TimeoutError:
+        raise SandboxStartError(_timed_out(binary, args, timeout), reason="engine") from None
+    if check and rc != 0:
+        text = err.decode(errors="replace").strip()
+        reason = "image_pull" if args and args[0] == "run" and _pull_failed(text) else "engine"
+        raise SandboxStartError(f"{binary} {' '.join(args[:2])} failed ({rc}): {text[-1500:]}", reason=reason)
+    return out.decode(errors="replace")
+
+
+def _pull_failed(stderr: str) -> bool:
+    low = stderr.lower()
+    return any(s in low for s in ("pull access denied", "manifest unknown", "image not known",
+                                  "unable to find image", "error pulling image", "failed to resolve reference",
+                                  "initializing source", "no such image"))
 
 
 _kinds: dict[str, str] = {}
@@ -307,82 +89,3 @@ def pull_flag(kind: str, pull: str) -> str:
     if kind == "podman":
         return f"--pull={'never' if pull == 'never' else 'missing'}"
     return "--pull=false"
-
-
-_STEP_LINE = re.compile(r"^(?:STEP \d+/\d+: |Step \d+/\d+ : |#\d+ \[[^\]]+\] )(.+)$")
-
-
-def failing_step(log: str) -> str | None:
-    """The last build step the log shows starting (podman/buildah, legacy docker, BuildKit)."""
-    step = None
-    for line in log.splitlines():
-        m = _STEP_LINE.match(line.strip())
-        if m:
-            step = m.group(1).strip()
-    return step
-
-
-async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_dir: Path | None = None,
-                      after: str = "", registry: str | None = None, scope: str | None = None,
-                      min_free_gb: float | None = None) -> EnsuredImage:
-    """Build the task's Dockerfile under its content-hashed tag, or reuse the tag if it exists.
-
-    ``scope`` (a run id): a failed build is also recorded on disk for that run, so trials of
-    the task in other worker processes of the same run fail at once instead of rebuilding.
-    ``min_free_gb``: before building, farm's oldest builds are removed until this much is free
-    on the engine's storage (:func:`farm.sandbox.images.cache.evict_for_space`).
-
-    Raises:
-        SandboxStartError: ``image_build`` with the failing step and the log tail.
-    """
-    dockerfile = dockerfile_of(task)
-    if dockerfile is None:
-        raise SandboxStartError(f"task {task.task_id}: no environment/Dockerfile to build", reason="image_build")
-    context = task.environment.build_context or dockerfile.parent
-    digest = build_digest(dockerfile, context)
-    tag = task_tag(task, digest, registry)
-    if tag in _failed_builds:
-        raise SandboxStartError(_failed_builds[tag] + "\n(failed earlier in this process; not rebuilt)",
-                                reason="image_build")
-    marker = _failure_marker(tag, scope, lock_dir) if scope else None
-    async with tag_lock(tag, lock_dir):
-        facts = await inspect_image(binary, tag)
-        if facts is not None:
-            prov = ImageProvenance("cached", facts.image_id, 0.0, facts.standin)
-            return EnsuredImage(tag, facts, prov, replay=False)
-        if marker is not None and marker.is_file():
-            msg = marker.read_text(errors="replace")
-            _failed_builds[tag] = msg
-            raise SandboxStartError(msg + "\n(failed earlier in this run; not rebuilt)", reason="image_build")
-        if min_free_gb is not None:
-            from farm.sandbox.images.cache import GIB, evict_for_space  # image_cache imports this module
-
-            await evict_for_space(binary, int(min_free_gb * GIB), keep=frozenset({tag}))
-        args = ["build", pull_flag(await engine_kind(binary), pull), "-f", str(dockerfile), "-t", tag,
-                "--label", f"{TASK_LABEL}={task.benchmark}/{task.task_id}", "--label", f"{DIGEST_LABEL}={digest}",
-                str(context)]
-        t0 = time.monotonic()
-        rc, out, err = await run_engine(binary, *args, timeout=task.environment.build_timeout_s)
-        build_s = time.monotonic() - t0
-        head = (f"# {binary} {' '.join(args)}\n" + (f"# the named image was not used: {after}\n" if after else ""))
-        log = head + out + ("\n" if out and not out.endswith("\n") else "") + err
-        facts = await inspect_image(binary, tag) if rc == 0 else None
-        if facts is None:
-            step = failing_step(log) or "(no step started)"
-            why = "timed out" if rc == 124 else f"exited with code {rc}"
-            msg = (f"task {task.task_id}: building {dockerfile} as {tag} {why} after {build_s:.0f} s at "
-                   f"step {step}; log tail:\n{log[-2500:]}")
-            _failed_builds[tag] = msg
-            if marker is not None:
-                marker.write_text(msg)
-            error = SandboxStartError(msg, reason="image_build")
-            error.build_log = log.encode()  # type: ignore[attr-defined]
-            raise error
-        prov = ImageProvenance("built", facts.image_id, round(build_s, 3), facts.standin)
-        return EnsuredImage(tag, facts, prov, replay=False, log=log.encode())
-
-
-def forget_failures() -> None:
-    """Forget remembered pull and build failures (a new run in a long-lived process, tests)."""
-    _failed_pulls.clear()
-    _failed_builds.clear()

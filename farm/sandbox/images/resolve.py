@@ -1,4 +1,4 @@
-"""The image a relay-backed sandbox runs, and the preflight check of a task (relayed.py's
+"""The image a relay-backed sandbox runs, and the preflight check of a task (relayed/sandbox.py's
 start follows the same rules): registry mirror, digest lock, build-or-pull plan."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from farm.config import DockerSandboxConfig, KubernetesSandboxConfig
 from farm.errors import UnsupportedTaskError
-from farm.sandbox.images.engine import ImageFacts, ImagePlan, plan_image
+from farm.sandbox.images.plan import ImageFacts, ImagePlan, plan_image
 from farm.sandbox.replay import literal_task_env, resolve_build_steps
 from farm.tasks.image_lock import apply_image_policy, load_image_lock
 from farm.tasks.model import Task

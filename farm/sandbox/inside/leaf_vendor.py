@@ -1,12 +1,13 @@
 """The vendor's tool rules, for agent.compat leaf-2609 / leaf-legacy (see leaf_tools.py).
 
-Written from the vendor runner's observable behaviour (leaf-harness.md §3.2 and the vectors the
-differential suite recorded from it), never from its code: paths are used as given (``..`` is
-not resolved first) and shown after resolving symlinks; arguments are coerced as Python's
-``str()`` / ``int()`` / ``float()`` coerce them, with their error text; files and directories
-are created under the transport's umask; Bash output decodes strictly and with universal
-newlines, and a timed-out Bash call kills its shell alone (leaf_bash.py). Importing this module
-registers the rules with leaf_tools. Stdlib only, Python >= 3.8.
+Written from the vendor runner's observable behaviour (docs/agent.md, "Tool rules:
+``agent.compat``", and the vectors the differential suite recorded from it), never from its
+code: paths are used as given (``..`` is not resolved first) and shown after resolving
+symlinks; arguments are coerced as Python's ``str()`` / ``int()`` / ``float()`` coerce them,
+with their error text; files and directories are created under the transport's umask; Bash
+output decodes strictly and with universal newlines, and a timed-out Bash call kills its shell
+alone (leaf_bash.py). Importing this module registers the rules with leaf_tools. Stdlib only,
+Python >= 3.8.
 """
 
 import os

@@ -1,4 +1,4 @@
-"""The process table as /proc shows it, for the sandbox agent (procs.py).
+"""The process table as /proc shows it, for the sandbox agent (procs.py) and the relay (relay.py).
 
 Part of the sandbox agent (see server.py): stdlib-only and Python >= 3.8, shipped as a file
 next to server.py. Reads only: nothing here signals or starts a process.
@@ -22,9 +22,9 @@ def stat_fields(pid):
             data = f.read()
     except OSError:
         return None
-    # the comm field may contain spaces and parentheses: the fields follow the last ')'
-    fields = data[data.rindex(b")") + 2:].split()
     try:
+        # the comm field may contain spaces and parentheses: the fields follow the last ')'
+        fields = data[data.rindex(b")") + 2:].split()
         return fields[0].decode("ascii", "replace"), int(fields[1]), int(fields[2]), int(fields[3])
     except (IndexError, ValueError):
         return None
@@ -51,12 +51,12 @@ def environ_tags(pid):
     return tuple(e[len(prefix):].decode("ascii", "replace") for e in data.split(b"\0") if e.startswith(prefix))
 
 
-def process_table():
-    """pid -> (state, ppid, pgrp, session) of every live (non-zombie) process."""
+def process_table(zombies=False):
+    """pid -> (state, ppid, pgrp, session) of every live process (and of zombies with ``zombies``)."""
     table = {}
     for pid in proc_pids():
         fields = stat_fields(pid)
-        if fields is not None and fields[0] not in ("Z", "X"):
+        if fields is not None and (zombies or fields[0] not in ("Z", "X")):
             table[pid] = fields
     return table
 

@@ -24,7 +24,8 @@ shuts down), answers each of those requests with an error of type ``SandboxAgent
 when the same id is re-sent), and starts the agent again; later requests reach the new agent.
 The ``relay_status`` op (restarts and the last kills) is answered by the relay itself.
 
-Shipped into the sandbox next to server.py; stdlib-only and Python >= 3.8 like the agent.
+Shipped into the sandbox next to server.py and proctable.py (which it uses to find what a dead
+agent left); stdlib-only and Python >= 3.8 like the agent.
 """
 
 import collections
@@ -36,6 +37,14 @@ import socket
 import sys
 import threading
 import time
+
+# Run as a script (inside a sandbox, possibly under -I) the directory of this file is not on
+# sys.path; imported as farm.sandbox.inside.relay (the host, tests) the package provides it.
+if __package__:
+    from . import proctable
+else:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import proctable
 
 BUF = 1 << 16
 KILLED = "SandboxAgentKilled"  # error type of a request whose agent was killed under it
@@ -85,39 +94,14 @@ def describe_request(op, line):
     return what
 
 
-def _ppids():
-    out = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open("/proc/%s/stat" % name, "rb") as f:
-                    data = f.read()
-                out[int(name)] = int(data[data.rindex(b")") + 2:].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    return out
-
-
-def _below(root, ppids):
-    children = {}
-    for pid, ppid in ppids.items():
-        children.setdefault(ppid, []).append(pid)
-    out, todo = set(), list(children.get(root, ()))
-    while todo:
-        pid = todo.pop()
-        if pid not in out:
-            out.add(pid)
-            todo.extend(children.get(pid, ()))
-    return out
-
-
 def kill_strays():
     """SIGKILL every process below the relay: what a dead agent's commands left (exec sessions
     have no parent inside the namespace, so they are not below it)."""
     killed = set()
     for _ in range(100):
-        ppids = _ppids()
-        pids = _below(os.getpid(), ppids) - killed_and_gone(killed, ppids)
+        # zombies included: one below the relay is still signalled and counted, once
+        table = proctable.process_table(zombies=True)
+        pids = proctable.descendants(os.getpid(), table) - killed_and_gone(killed, table)
         if not pids:
             break
         for sig in (signal.SIGSTOP, signal.SIGKILL):  # stopped first: nothing forks while we kill
@@ -131,18 +115,9 @@ def kill_strays():
     return len(killed)
 
 
-def killed_and_gone(killed, ppids):
-    """Killed processes still listed: zombies the reaper has not collected yet."""
-    out = set()
-    for pid in killed & set(ppids):
-        try:
-            with open("/proc/%d/stat" % pid, "rb") as f:
-                data = f.read()
-            if data[data.rindex(b")") + 2:][:1] in (b"Z", b"X"):
-                out.add(pid)
-        except OSError:
-            out.add(pid)
-    return out
+def killed_and_gone(killed, table):
+    """Killed processes still listed: zombies the reaper has not collected yet (or gone since)."""
+    return {pid for pid in killed & set(table) if proctable.is_zombie(pid)}
 
 
 class Incarnation:

@@ -6,9 +6,12 @@ thread; responses go out under a lock in completion order. Nothing but protocol 
 written to the protocol stream: the real stdin/stdout are moved to private descriptors at
 startup and fds 0/1 are pointed at /dev/null and stderr, so no child can corrupt the channel.
 
-See farm/sandbox/channel.py for the request and response shapes. The agent is three files
-shipped side by side: this one (the protocol and the file operations), procs.py (commands:
-output capture, timeouts and killing all a command started) and leaf_tools.py (the five tools).
+See farm/sandbox/channel.py for the request and response shapes. The agent is the files of
+this directory, shipped side by side: this one (the protocol and the file operations), procs.py
+(commands: output capture, timeouts and killing all a command started), proctable.py (the
+process table from /proc), jail.py (the PID namespace its commands run in), leaf_tools.py (the
+five tools), leaf_vendor.py and leaf_bash.py (the vendor runner's tool rules). relay.py, shipped
+with them, is not the agent: on the container backends it is PID 1 and keeps the agent alive.
 """
 
 import base64

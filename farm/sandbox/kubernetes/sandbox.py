@@ -29,12 +29,13 @@ from typing import Any, Protocol
 from farm.config import KubernetesSandboxConfig, SandboxConfig
 from farm.errors import ConfigError
 from farm.sandbox.base import Capabilities, Sandbox, SandboxStartError
-from farm.sandbox.images.engine import registry_prefix
+from farm.sandbox.images.plan import registry_prefix
 from farm.sandbox.images.resolve import check_relay_task
 from farm.sandbox.kubernetes.gc import GcReport, gc_pods
 from farm.sandbox.kubernetes.pull_events import pull_facts
 from farm.sandbox.relayed import manifests as m
-from farm.sandbox.relayed.sandbox import RelaySandbox, StreamPair
+from farm.sandbox.relayed.channel import StreamPair
+from farm.sandbox.relayed.sandbox import RelaySandbox
 from farm.sandbox.relayed.stream_budget import ReconnectBudget
 from farm.tasks.model import NetworkMode, Task
 
@@ -186,7 +187,7 @@ class KubernetesSandbox(RelaySandbox):
     # egress is a NetworkPolicy: it can change in place. No jail: CAP_SYS_ADMIN, even for the
     # sandbox agent alone, is refused by the baseline and restricted Pod Security standards, so
     # commands can kill the sandbox agent; the relay (PID 1, out of their reach) restarts it and
-    # the command it died under ends as killed (relayed.py): rows say "pid1-relay: ..."
+    # the command it died under ends as killed (relayed/channel.py): rows say "pid1-relay: ..."
     capabilities = Capabilities(set_network=True)
     cfg: KubernetesSandboxConfig
 
@@ -411,11 +412,8 @@ class KubernetesBackend:
         check_relay_task(task, cfg.kubernetes, self.name, cfg.image_policy)
 
     def check_environment(self, cfg: SandboxConfig) -> None:
-        k = cfg.kubernetes
-        for key in ("keepalive_s", "reconnect_window_s", "pull_timeout_s"):
-            value = getattr(k, key)
-            if value is not None and not value > 0:
-                raise ConfigError(f"sandbox.kubernetes.{key}: must be > 0 (or null), got {value!r}")
+        # keepalive_s, reconnect_window_s and pull_timeout_s are refused at config load
+        # (farm/config.py validate); the build registry's form is checked only here
         if cfg.kubernetes.build_registry is not None:
             registry_prefix(cfg.kubernetes.build_registry)  # a bad value is one line naming the field
         try:

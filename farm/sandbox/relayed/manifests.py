@@ -1,7 +1,7 @@
 """Pure functions that turn a Task plus backend settings into Kubernetes objects (plain dicts).
 
 Nothing here talks to a cluster, so every object farm would create can be validated offline
-against the official schema (tests/k8s) and run through `podman kube play`. The Kubernetes
+against the official schema (tests/sandbox/kubernetes) and run through `podman kube play`. The Kubernetes
 backend, the container backend and `farm gc` all derive names and labels from this module,
 which keeps the label contract in one place:
 

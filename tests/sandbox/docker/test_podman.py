@@ -29,14 +29,14 @@ from farm.sandbox.relayed import manifests as m
 from farm.sandbox.relayed.sandbox import INSIDE_SRC
 from farm.tasks.model import Task
 
-from ..sandbox.conformance import SandboxConformance, make_task
+from ..conformance import SandboxConformance, make_task
 
 pytestmark = pytest.mark.integration
 
 WORK = Path(os.environ.get("FARM_PODMAN_WORKDIR", "/var/tmp/farm-k8s"))
 BASE_IMAGE = "localhost/farm-test-base:bookworm"
 TOOLBOX_IMAGE = "localhost/farm-toolbox:test"
-TOOLBOX_DIR = Path(__file__).resolve().parents[2] / "infra" / "k8s" / "toolbox"
+TOOLBOX_DIR = Path(__file__).resolve().parents[3] / "infra" / "k8s" / "toolbox"
 # podman as root here: runc, and ulimits below the machine's hard limit
 CONTAINERS_CONF = """\
 [containers]
@@ -175,7 +175,7 @@ class TestPodmanConformance(SandboxConformance):
 
     async def test_no_network_blocks_host_loopback(self, make_sandbox, backend) -> None:  # type: ignore[override]
         # the suite's probe needs python3 in the image; this image deliberately has none
-        from ..sandbox.conformance import LoopbackServer
+        from ..conformance import LoopbackServer
 
         server = LoopbackServer()
         try:

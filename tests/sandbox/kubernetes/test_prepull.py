@@ -19,7 +19,7 @@ from tests.shared import shared_path
 
 from .fake_cluster import validate_object
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "infra" / "k8s" / "prepull" / "prepull-daemonset.yaml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "infra" / "k8s" / "prepull" / "prepull-daemonset.yaml"
 HARDENED = KubernetesSandboxConfig(
     node_selector={"farm.dev/pool": "sandbox"}, pull_secrets=["mirror-creds"], priority_class="farm-low",
     tolerations=[{"key": "farm.dev/sandbox", "operator": "Exists", "effect": "NoSchedule"}])

@@ -1,8 +1,8 @@
 """The sandbox conformance suite on the Kubernetes backend through the API-server emulator.
 
-Backend id ``k8s-emulator``: the same suite as tests/k8s/test_kubernetes_backend.py (which runs
+Backend id ``k8s-emulator``: the same suite as tests/sandbox/kubernetes/test_kubernetes_backend.py (which runs
 it through in-process fakes), but the backend loads its clients from a kubeconfig and the real
-``kubernetes`` client speaks HTTP and the ``pods/exec`` WebSocket to tests/k8s/apiserver.
+``kubernetes`` client speaks HTTP and the ``pods/exec`` WebSocket to tests/sandbox/kubernetes/apiserver.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from farm.sandbox.base import SandboxStartError
 from farm.sandbox.local.sandbox import LocalSandbox
 from tests.procs import alive
 
-from .conformance import make_task
+from ..conformance import make_task
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("slirp4netns") is None,
@@ -115,7 +115,7 @@ asyncio.run(main())
 def test_a_killed_driver_leaves_no_slirp4netns_behind(tmp_path: Path) -> None:
     """bwrap dies with its driver (--die-with-parent); slirp4netns must too, or every driver
     crash leaks one process per public sandbox."""
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     driver = subprocess.Popen(
         [sys.executable, "-c", DRIVER, str(tmp_path)], cwd=repo, stdout=subprocess.PIPE, text=True
     )

@@ -6,7 +6,7 @@ A created pod goes through what a kubelet reports: Pending and unscheduled (or s
 ``ErrImagePull`` then ``ImagePullBackOff``), the init container, then Running. The containers
 really run: the init container's command with the toolbox's Python fills the shared volume and
 the task container's command runs under bubblewrap as PID 1 of its own PID namespace
-(tests/k8s/fake_cluster.py's FakePod, the same machinery the in-process fake uses). A pod gets
+(tests/sandbox/kubernetes/fake_cluster.py's FakePod, the same machinery the in-process fake uses). A pod gets
 its own network namespace iff a NetworkPolicy denying its egress exists when it starts.
 Deletion honours the grace period (SIGTERM to PID 1, SIGKILL when it runs out), and
 ``activeDeadlineSeconds`` ends a pod as Failed/DeadlineExceeded.

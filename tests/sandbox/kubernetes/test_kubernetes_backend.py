@@ -20,7 +20,7 @@ from farm.sandbox.base import Sandbox, SandboxLostError, SandboxStartError, Tool
 from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
 from farm.tasks.model import Task
 
-from ..sandbox.conformance import SandboxConformance, make_task
+from ..conformance import SandboxConformance, make_task
 from .fake_cluster import FakeCoreV1Api, FakeExecStream, FakeNetworkingV1Api
 
 pytestmark = pytest.mark.skipif(
@@ -507,8 +507,8 @@ async def test_in_place_grading_switches_the_pod_to_the_verifiers_network(cluste
     from farm.run.workers import PolicyEndpoints
     from farm.tasks.harbor import load_harbor_dir
 
-    from ..run.conftest import CHECK_ANSWER
-    from ..run.conftest import make_task as make_task_dir
+    from ...run.conftest import CHECK_ANSWER
+    from ...run.conftest import make_task as make_task_dir
 
     d = make_task_dir(tmp_path / "tasks", "switch", CHECK_ANSWER)
     toml = (d / "task.toml").read_text()

@@ -16,7 +16,7 @@ from tests.shared import shared_path
 
 from .fake_cluster import validate_object
 
-INFRA = Path(__file__).resolve().parents[2] / "infra" / "k8s"
+INFRA = Path(__file__).resolve().parents[3] / "infra" / "k8s"
 
 
 def validate(obj: dict) -> None:
@@ -141,7 +141,7 @@ def test_infra_manifests_validate_and_rbac_is_minimal() -> None:
 
 
 def test_cluster_doc_matches_the_manifests() -> None:
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "cluster.md").read_text()
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "cluster.md").read_text()
     for path in sorted(INFRA.glob("*.yaml")):
         assert f"kubectl apply -f infra/k8s/{path.name}" in doc
         for d in yaml.safe_load_all(path.read_text()):

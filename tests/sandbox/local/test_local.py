@@ -17,7 +17,7 @@ from farm.sandbox.base import Sandbox, SandboxStartError, ToolRequest
 from farm.sandbox.local.sandbox import LocalSandbox, check_image, image_repository
 from farm.tasks.model import BuildStep, Resources, Task
 
-from .conformance import SandboxConformance, make_task
+from ..conformance import SandboxConformance, make_task
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -292,7 +292,7 @@ async def test_public_network_is_isolated_from_host_loopback(tmp_path: Path) -> 
     """A public sandbox gets its own network namespace with user-mode networking (slirp4netns):
     it has a configured interface, a resolver, and no way to reach services on the host's
     127.0.0.1 (the Ray head, policy endpoints, ...). `public_network=host` shares the host's."""
-    from .conformance import LoopbackServer, connect_script
+    from ..conformance import LoopbackServer, connect_script
 
     if shutil.which("slirp4netns") is None:
         pytest.skip("slirp4netns is not installed")

@@ -30,14 +30,14 @@ from farm.store.results import ResultStore
 from .test_emulator_conformance import EmulatorBackend, emulated, emulated_cluster, pytestmark  # noqa: F401 - the same skip, and the fixtures
 from .test_kubernetes_backend import _image_task
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 DRIVER = textwrap.dedent("""
     import asyncio, sys, time
     from farm.config import KubernetesSandboxConfig, SandboxConfig
     from farm.sandbox.kubernetes.sandbox import BACKEND
     from farm.store.results import ResultStore
-    from tests.k8s.test_kubernetes_backend import _image_task
+    from tests.sandbox.kubernetes.test_kubernetes_backend import _image_task
 
     kubeconfig, namespace, store_uri, run_id = sys.argv[1:5]
     store = ResultStore.open(store_uri)

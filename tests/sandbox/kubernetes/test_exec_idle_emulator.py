@@ -1,5 +1,5 @@
 """The trial with five long silent gaps of test_exec_survives.py, through the API-server emulator
-(tests/k8s/apiserver): the real kubernetes client, the real pods/exec WebSocket, and the
+(tests/sandbox/kubernetes/apiserver): the real kubernetes client, the real pods/exec WebSocket, and the
 emulator's own idle cut (a stream with no message either way for ``idle_cut_s`` is dropped).
 Scaled time as there: one minute is MINUTE seconds."""
 

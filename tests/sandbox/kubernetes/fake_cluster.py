@@ -41,7 +41,7 @@ from kubernetes.client.rest import ApiException
 
 from farm.sandbox.local.sandbox import agent_python, system_binds
 from farm.sandbox.relayed import manifests as m
-from farm.sandbox.relayed.sandbox import ProcStream
+from farm.sandbox.relayed.channel import ProcStream
 
 SCHEMA_VERSION = "1.37.0"  # the Kubernetes API version the objects are validated against
 

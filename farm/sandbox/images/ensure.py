@@ -1,0 +1,217 @@
+"""Getting the task's image into the engine's local storage: present, pulled, or built.
+
+:func:`ensure_image` follows the plan (:func:`farm.sandbox.images.plan.plan_image`); a build
+(:func:`build_image`) runs under the content-hashed tag, so an existing tag is the same build
+and is reused; two trials of one task never build it twice at once (a cross-process lock per
+tag). A failed pull is remembered per image and a failed build per tag for the life of the
+process, so a run does not wait on an unreachable registry or repeat a broken build for every
+trial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from farm.sandbox.base import ImageProvenance, SandboxStartError
+from farm.sandbox.images import cache
+from farm.sandbox.images.engine import DIGEST_LABEL, TASK_LABEL, engine_kind, pull_flag, run_engine
+from farm.sandbox.images.plan import ImageFacts, build_digest, dockerfile_of, plan_image, sanitise, task_tag
+from farm.tasks.model import Task
+
+LOG_ARTIFACT = "image-build.log"
+
+# failures remembered for this process: image -> why the pull failed; tag -> the build error
+_failed_pulls: dict[str, str] = {}
+_failed_builds: dict[str, str] = {}
+
+
+async def inspect_image(binary: str, ref: str) -> ImageFacts | None:
+    """The image's id, ENV, WORKDIR and labels; None when the engine has no such image."""
+    rc, out, _ = await run_engine(binary, "image", "inspect", ref, timeout=60)
+    if rc != 0:
+        return None
+    data = json.loads(out)
+    data = data[0] if isinstance(data, list) else data
+    config = data.get("Config") or {}
+    env = dict(e.split("=", 1) for e in (config.get("Env") or []) if "=" in e)
+    labels = {**(data.get("Labels") or {}), **(config.get("Labels") or {})}
+    return ImageFacts(str(data.get("Id", "")), env, config.get("WorkingDir") or None,
+                      {str(k): str(v) for k, v in labels.items()})
+
+
+@dataclass
+class EnsuredImage:
+    ref: str  # what the container runs
+    facts: ImageFacts
+    provenance: ImageProvenance
+    replay: bool  # the build steps still have to be replayed on the running container
+    log: bytes = b""  # the build log, when this attempt built it
+
+
+async def ensure_image(binary: str, task: Task, policy: str, named: str | None, *, pull: str = "missing",
+                       lock_dir: Path | None = None, scope: str | None = None,
+                       min_free_gb: float | None = None) -> EnsuredImage:
+    """Make the task's image present in the engine's local storage, following ``policy``.
+
+    ``pull`` is ``sandbox.docker.pull``: ``never`` neither pulls nor lets a build pull its base
+    (``--pull=never``); ``always`` pulls the named image even when present. ``scope`` and
+    ``min_free_gb``: see :func:`build_image`.
+
+    Raises:
+        SandboxStartError: ``image_pull`` (the named image is not present and cannot be pulled,
+            and the policy does not build), ``image_build`` (the build failed or timed out).
+    """
+    plan = plan_image(task, policy, named)
+    pull_error = ""
+    if plan.pull_first and plan.named:
+        got = await _present_or_pulled(binary, plan.named, pull, remember=plan.build)
+        if isinstance(got, EnsuredImage):
+            got.replay = plan.replay
+            return got
+        pull_error = got
+        if not plan.build:
+            raise SandboxStartError(f"image {plan.named}: {pull_error}", reason="image_pull")
+    return await build_image(binary, task, pull=pull, lock_dir=lock_dir, after=pull_error, scope=scope,
+                             min_free_gb=min_free_gb)
+
+
+async def _present_or_pulled(binary: str, ref: str, pull: str, *, remember: bool) -> EnsuredImage | str:
+    """The named image (local or pulled now), else why not."""
+    facts = None if pull == "always" else await inspect_image(binary, ref)
+    source = "local"
+    if facts is None:
+        if pull == "never":
+            return "not present and sandbox.docker.pull=never"
+        if ref in _failed_pulls:
+            return f"{_failed_pulls[ref]} (failed earlier in this process; not retried)"
+        rc, _, err = await run_engine(binary, "pull", ref, timeout=1800)
+        if rc != 0:
+            why = f"pull failed: {err.strip()[-600:]}"
+            if remember:  # only where a build follows: a pull-only run must be able to retry it
+                _failed_pulls[ref] = why
+            return why
+        facts = await inspect_image(binary, ref)
+        if facts is None:
+            return "pulled but not found afterwards"
+        source = "pulled"
+    prov = ImageProvenance(source=source, image_id=facts.image_id, base_standin=facts.standin)
+    return EnsuredImage(ref, facts, prov, replay=True)
+
+
+def _lock_dir(lock_dir: Path | None) -> Path:
+    return lock_dir or Path(os.environ.get("FARM_IMAGE_LOCK_DIR") or Path(tempfile.gettempdir()) / "farm-image-locks")
+
+
+def _failure_marker(tag: str, scope: str, lock_dir: Path | None) -> Path:
+    """Where a failed build of ``tag`` is recorded for the run ``scope``, for every process."""
+    key = hashlib.sha256(scope.encode()).hexdigest()[:16]
+    return _lock_dir(lock_dir) / f"{sanitise(tag)}.{key}.failed"
+
+
+@contextlib.asynccontextmanager
+async def tag_lock(tag: str, lock_dir: Path | None = None) -> AsyncIterator[None]:
+    """An exclusive cross-process lock per tag (flock; polled so that cancellation is clean)."""
+    folder = _lock_dir(lock_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / (sanitise(tag) + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                await asyncio.sleep(0.2)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+_STEP_LINE = re.compile(r"^(?:STEP \d+/\d+: |Step \d+/\d+ : |#\d+ \[[^\]]+\] )(.+)$")
+
+
+def failing_step(log: str) -> str | None:
+    """The last build step the log shows starting (podman/buildah, legacy docker, BuildKit)."""
+    step = None
+    for line in log.splitlines():
+        m = _STEP_LINE.match(line.strip())
+        if m:
+            step = m.group(1).strip()
+    return step
+
+
+async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_dir: Path | None = None,
+                      after: str = "", registry: str | None = None, scope: str | None = None,
+                      min_free_gb: float | None = None) -> EnsuredImage:
+    """Build the task's Dockerfile under its content-hashed tag, or reuse the tag if it exists.
+
+    ``scope`` (a run id): a failed build is also recorded on disk for that run, so trials of
+    the task in other worker processes of the same run fail at once instead of rebuilding.
+    ``min_free_gb``: before building, farm's oldest builds are removed until this much is free
+    on the engine's storage (:func:`farm.sandbox.images.cache.evict_for_space`).
+
+    Raises:
+        SandboxStartError: ``image_build`` with the failing step and the log tail.
+    """
+    dockerfile = dockerfile_of(task)
+    if dockerfile is None:
+        raise SandboxStartError(f"task {task.task_id}: no environment/Dockerfile to build", reason="image_build")
+    context = task.environment.build_context or dockerfile.parent
+    digest = build_digest(dockerfile, context)
+    tag = task_tag(task, digest, registry)
+    if tag in _failed_builds:
+        raise SandboxStartError(_failed_builds[tag] + "\n(failed earlier in this process; not rebuilt)",
+                                reason="image_build")
+    marker = _failure_marker(tag, scope, lock_dir) if scope else None
+    async with tag_lock(tag, lock_dir):
+        facts = await inspect_image(binary, tag)
+        if facts is not None:
+            prov = ImageProvenance("cached", facts.image_id, 0.0, facts.standin)
+            return EnsuredImage(tag, facts, prov, replay=False)
+        if marker is not None and marker.is_file():
+            msg = marker.read_text(errors="replace")
+            _failed_builds[tag] = msg
+            raise SandboxStartError(msg + "\n(failed earlier in this run; not rebuilt)", reason="image_build")
+        if min_free_gb is not None:
+            await cache.evict_for_space(binary, int(min_free_gb * cache.GIB), keep=frozenset({tag}))
+        args = ["build", pull_flag(await engine_kind(binary), pull), "-f", str(dockerfile), "-t", tag,
+                "--label", f"{TASK_LABEL}={task.benchmark}/{task.task_id}", "--label", f"{DIGEST_LABEL}={digest}",
+                str(context)]
+        t0 = time.monotonic()
+        rc, out, err = await run_engine(binary, *args, timeout=task.environment.build_timeout_s)
+        build_s = time.monotonic() - t0
+        head = (f"# {binary} {' '.join(args)}\n" + (f"# the named image was not used: {after}\n" if after else ""))
+        log = head + out + ("\n" if out and not out.endswith("\n") else "") + err
+        facts = await inspect_image(binary, tag) if rc == 0 else None
+        if facts is None:
+            step = failing_step(log) or "(no step started)"
+            why = "timed out" if rc == 124 else f"exited with code {rc}"
+            msg = (f"task {task.task_id}: building {dockerfile} as {tag} {why} after {build_s:.0f} s at "
+                   f"step {step}; log tail:\n{log[-2500:]}")
+            _failed_builds[tag] = msg
+            if marker is not None:
+                marker.write_text(msg)
+            error = SandboxStartError(msg, reason="image_build")
+            error.build_log = log.encode()  # type: ignore[attr-defined]
+            raise error
+        prov = ImageProvenance("built", facts.image_id, round(build_s, 3), facts.standin)
+        return EnsuredImage(tag, facts, prov, replay=False, log=log.encode())
+
+
+def forget_failures() -> None:
+    """Forget remembered pull and build failures (a new run in a long-lived process, tests)."""
+    _failed_pulls.clear()
+    _failed_builds.clear()
