@@ -23,7 +23,7 @@ from tests.shared import shared_path
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / "build" / "verifier-cache"
-BARE_IMAGE = "localhost/farm-test-base:bookworm"  # tests/k8s/test_podman.py makes it: Debian, no python
+BARE_IMAGE = "localhost/farm-test-base:bookworm"  # tests/sandbox/docker/test_podman.py makes it: Debian, no python
 
 
 def ensure_cache() -> Path:
@@ -104,7 +104,7 @@ def test_the_relocated_python_runs_pytest_offline_in_an_image_without_python(ver
     if os.geteuid() != 0 or shutil.which("podman") is None:
         pytest.skip("needs podman as root")
     if _podman("image", "exists", BARE_IMAGE).returncode != 0:
-        pytest.skip(f"{BARE_IMAGE} is absent (tests/k8s/test_podman.py makes it)")
+        pytest.skip(f"{BARE_IMAGE} is absent (tests/sandbox/docker/test_podman.py makes it)")
     (tmp_path / "test_x.py").write_text(
         "import ssl, sqlite3, ctypes, lzma\n\ndef test_ok():\n    assert ssl.OPENSSL_VERSION\n")
     script = (
