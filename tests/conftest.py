@@ -11,6 +11,21 @@ from pathlib import Path
 import pytest
 
 from tests.shared import shared_path
+from tests.support.requirements import marked_needs, missing, skip_message
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``@pytest.mark.bwrap`` / ``root`` / ``engine`` / ``tools("git")``: skip, with one line naming
+    what is missing, a test whose machine requirements are not met (tests/support/requirements.py)."""
+    gaps_for: dict[tuple[str, ...], list[str]] = {}
+    for item in items:
+        needs = tuple(marked_needs(item))
+        if not needs:
+            continue
+        if needs not in gaps_for:
+            gaps_for[needs] = missing(*needs)
+        if gaps_for[needs]:
+            item.add_marker(pytest.mark.skip(reason=skip_message(gaps_for[needs])))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -11,8 +11,6 @@ verifier run in the pod.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +30,7 @@ from ..run.conftest import CHECK_ANSWER
 from ..run.conftest import make_task as make_task_dir
 from .test_kubernetes_backend import FakeClusterBackend
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None or shutil.which("nsenter") is None or os.geteuid() != 0,
-    reason="the fake kubelet needs bubblewrap, nsenter and root",
-)
+pytestmark = [pytest.mark.bwrap, pytest.mark.root, pytest.mark.tools("nsenter")]
 
 KILL_ALL = "(sleep 300 >/dev/null 2>&1 &); sleep 0.3; kill -9 -1; echo still-here"
 WRITE = "echo fixed > /app/answer.txt"

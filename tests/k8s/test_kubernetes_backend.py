@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +22,7 @@ from farm.tasks.model import Task
 from ..sandbox.conformance import SandboxConformance, make_task
 from .fake_cluster import FakeCoreV1Api, FakeExecStream, FakeNetworkingV1Api
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None or shutil.which("nsenter") is None or os.geteuid() != 0,
-    reason="the fake kubelet needs bubblewrap, nsenter and root",
-)
+pytestmark = [pytest.mark.bwrap, pytest.mark.root, pytest.mark.tools("nsenter")]
 
 
 def _descendants(root: int) -> list[int]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from farm.store import ResultStore
 
 from .conftest import CHECK_ANSWER, make_task
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 
 KILL_ALL = "(sleep 300 >/dev/null 2>&1 &); sleep 0.3; kill -9 -1; echo still-here"
 WRITE = "echo fixed > /app/answer.txt"

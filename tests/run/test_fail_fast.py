@@ -9,7 +9,6 @@ HTTP on 127.0.0.1) answering HTTP 500, the openai client, a local Parquet store.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from farm.store import ResultStore
 
 from .conftest import CHECK_ANSWER, make_task
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 FARM = str(Path(sys.executable).with_name("farm"))
 DEAD = "http://127.0.0.1:9/v1"  # the discard port: nothing listens there
 

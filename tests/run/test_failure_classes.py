@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import threading
 import time
@@ -30,7 +29,7 @@ from farm.tasks.harbor import load_harbor_dir
 from ..shared import shared_path
 from .conftest import CHECK_ANSWER, make_task
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 
 
 def _rows(store: Path, run_id: str) -> list[dict]:

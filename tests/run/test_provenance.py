@@ -7,7 +7,6 @@ Real parts: bubblewrap sandboxes, farm's policy servers and a test endpoint over
 from __future__ import annotations
 
 import asyncio
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +27,7 @@ from farm.store import ResultStore
 
 from .endpoint_server import EndpointServer
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 FARM = str(Path(sys.executable).with_name("farm"))
 NEW_COLUMNS = ("policy", "model_preset", "endpoint", "endpoint_origin")
 

@@ -5,7 +5,6 @@ and turns a verifier that could not set itself up into a graded verdict once its
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from farm.store import ResultStore
 
 from .conftest import CHECK_ANSWER, make_task
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 
 # the verifier's own tool is missing: evidence of a set-up failure before any test ran
 BROKEN_SETUP = "#!/bin/bash\necho 'bash: uvx: command not found'\necho 0 > /logs/verifier/reward.txt\n"

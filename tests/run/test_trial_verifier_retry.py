@@ -22,7 +22,7 @@ from tests.grade.test_verifier_cache import ensure_cache
 
 from .conftest import make_task
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 
 # the oracle's side effect, counted where the verifier can see it: one line per agent run
 SOLVE = "echo fixed > /app/answer.txt; echo run >> /app/agent-runs.txt\n"

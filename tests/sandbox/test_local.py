@@ -19,7 +19,7 @@ from farm.tasks.model import BuildStep, Resources, Task
 
 from .conformance import SandboxConformance, make_task
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 
 
 def _start_time(pid: int) -> str | None:

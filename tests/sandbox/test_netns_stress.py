@@ -26,10 +26,7 @@ from tests.procs import alive
 
 from .conformance import make_task
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None or shutil.which("slirp4netns") is None,
-    reason="needs bubblewrap and slirp4netns (apt-get install bubblewrap slirp4netns)",
-)
+pytestmark = [pytest.mark.bwrap, pytest.mark.tools("slirp4netns")]
 
 AGENT_PROGRAM = "/.farm/inside/server.py"
 

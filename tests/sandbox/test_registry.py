@@ -5,7 +5,6 @@ layer reaches backends only through it."""
 from __future__ import annotations
 
 import ast
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -66,7 +65,7 @@ def test_choosing_local_imports_no_cluster_client() -> None:
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+@pytest.mark.bwrap
 async def test_open_sandbox_applies_the_local_section_and_states_its_capabilities(tmp_path: Path) -> None:
     cfg = SandboxConfig(backend="local", local=LocalSandboxConfig(root_dir=str(tmp_path / "root"),
                                                                   allow_any_image=True, limits=False))
