@@ -25,9 +25,8 @@ from farm.sandbox.base import Sandbox
 from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
 from farm.tasks.harbor import load_harbor_dir
 from farm.tasks.model import Task
+from tests.support.tasks import CHECK_ANSWER, make_task_dir
 
-from ..run.conftest import CHECK_ANSWER
-from ..run.conftest import make_task as make_task_dir
 from .test_kubernetes_backend import FakeClusterBackend
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.root, pytest.mark.tools("nsenter")]
@@ -123,8 +122,7 @@ async def test_a_container_killed_at_its_memory_limit_is_named_so(cluster: FakeC
     from kubernetes import client
 
     from farm.sandbox.relayed.sandbox import SandboxOutOfMemoryError
-
-    from ..sandbox.conformance import make_task
+    from tests.support.tasks import make_task
 
     sb = KubernetesSandbox(make_task(image="debian:bookworm"), cluster.cfg, run_id="r", trial_key="oom",
                            core_api=cluster.core, net_api=cluster.net, exec_opener=cluster.execs, poll_s=0.05)

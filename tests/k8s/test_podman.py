@@ -29,8 +29,9 @@ from farm.sandbox.relayed import manifests as m
 from farm.sandbox.relayed.sandbox import INSIDE_SRC
 from farm.tasks.model import Task
 from tests.support.requirements import require
+from tests.support.tasks import make_task
 
-from ..sandbox.conformance import SandboxConformance, make_task
+from ..sandbox.conformance import SandboxConformance
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ import pytest
 
 from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.harbor import load_harbor_task
-
-from .conftest import CHECK_ANSWER, make_task
+from tests.support.tasks import CHECK_ANSWER
+from tests.support.tasks import make_task_dir as make_task
 
 pytestmark = pytest.mark.bwrap
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from farm.cli import main
-
-from .conftest import CHECK_ANSWER, make_task
+from tests.support.tasks import CHECK_ANSWER
+from tests.support.tasks import make_task_dir as make_task
 
 
 def _leftover(root: Path, name: str) -> Path:

@@ -15,8 +15,8 @@ from farm.errors import ConfigError
 from farm.run.driver import run_experiment
 from farm.run.regrade import regrade_command, select
 from farm.store import ResultStore
-
-from .conftest import CHECK_ANSWER, make_task
+from tests.support.tasks import CHECK_ANSWER
+from tests.support.tasks import make_task_dir as make_task
 
 pytestmark = pytest.mark.bwrap
 

@@ -14,8 +14,7 @@ import yaml
 from farm.config import load_config
 from farm.run.driver import run_experiment
 from farm.store import ResultStore
-
-from .conftest import make_task
+from tests.support.tasks import make_task_dir as make_task
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.tools("git")]
 

@@ -19,8 +19,7 @@ from farm.sandbox.registry import open_sandbox
 from farm.store.schema import TrialResult
 from farm.tasks.harbor import load_harbor_dir
 from tests.grade.test_verifier_cache import ensure_cache
-
-from .conftest import make_task
+from tests.support.tasks import make_task_dir as make_task
 
 pytestmark = pytest.mark.bwrap
 

@@ -14,8 +14,7 @@ from farm.sandbox.images.engine import build_digest, failing_step, plan_image, r
 from farm.sandbox.local.policy import plan_local
 from farm.tasks.harbor import load_harbor_task
 from farm.tasks.model import Task
-
-from .conformance import make_task
+from tests.support.tasks import make_task
 
 DIGEST = "0123456789abcdef" * 4
 

@@ -17,8 +17,7 @@ import pytest
 from farm.sandbox.channel import LINE_LIMIT, Channel
 from farm.sandbox.local.sandbox import INSIDE_DIR, LocalSandbox
 from tests.procs import alive
-
-from .conformance import make_task
+from tests.support.tasks import make_task
 
 SERVER = INSIDE_DIR / "server.py"
 

@@ -23,8 +23,7 @@ import pytest
 from farm.sandbox.base import SandboxStartError
 from farm.sandbox.local.sandbox import LocalSandbox
 from tests.procs import alive
-
-from .conformance import make_task
+from tests.support.tasks import make_task
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.tools("slirp4netns")]
 
@@ -95,7 +94,7 @@ DRIVER = """
 import asyncio, sys, time
 from farm.sandbox.base import SandboxStartError
 from farm.sandbox.local.sandbox import LocalSandbox
-from tests.sandbox.conformance import make_task
+from tests.support.tasks import make_task
 
 async def main():
     sb = LocalSandbox(make_task(network="public"), root_dir=sys.argv[1])

@@ -16,8 +16,7 @@ from farm.errors import ConfigError, UnsupportedTaskError
 from farm.sandbox.base import Capabilities, CapabilityError
 from farm.sandbox.registry import BACKEND_MODULES, check_task, get_backend, open_sandbox
 from farm.tasks.model import BuildStep
-
-from .conformance import make_task
+from tests.support.tasks import make_task
 
 REPO = Path(__file__).resolve().parents[2]
 BACKEND_IMPLEMENTATIONS = {"farm.sandbox.local.sandbox", "farm.sandbox.kubernetes.sandbox",
