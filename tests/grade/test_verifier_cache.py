@@ -20,20 +20,10 @@ from farm.grade.harbor import run_harbor_verifier
 from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.model import Environment, Task, VerifierSpec
 from tests.shared import shared_path
+from tests.support.verifier_cache import ensure_cache
 
 REPO = Path(__file__).resolve().parents[2]
-CACHE = REPO / "build" / "verifier-cache"
 BARE_IMAGE = "localhost/farm-test-base:bookworm"  # tests/k8s/test_podman.py makes it: Debian, no python
-
-
-def ensure_cache() -> Path:
-    """``make verifier-cache``'s output with the defaults: built here when absent or made by an
-    older builder (a no-op when it is up to date)."""
-    try:
-        vc.build(CACHE, list(vc.TOOL_REQUIREMENTS))
-    except (vc.CacheError, OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"cannot build the verifier cache (needs PyPI, deb.debian.org, patchelf): {exc}")
-    return CACHE
 
 
 @pytest.fixture(scope="session")

@@ -18,8 +18,8 @@ from farm.run.workers import PolicyEndpoints
 from farm.sandbox.registry import open_sandbox
 from farm.store.schema import TrialResult
 from farm.tasks.harbor import load_harbor_dir
-from tests.grade.test_verifier_cache import ensure_cache
 from tests.support.tasks import make_task_dir as make_task
+from tests.support.verifier_cache import ensure_cache
 
 pytestmark = pytest.mark.bwrap
 

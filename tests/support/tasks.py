@@ -1,7 +1,9 @@
 """Task factories: a ``Task`` object for sandbox and grading tests, a Harbor task directory for runs.
 
 ``make_task`` builds the task in memory (no files; a sandbox backend opens it as is);
-``make_task_dir`` writes a minimal Harbor task to disk, as ``benchmark.path`` reads it.
+``make_task_dir`` writes a minimal Harbor task that the local backend runs (with ``CHECK_ANSWER``
+as its test), as ``benchmark.path`` reads it; ``make_task_files`` writes one from any task.toml
+text, for the loading and validation tests.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from farm.tasks.model import BuildStep, Environment, Task, VerifierSpec
+
+# a task.toml that loads: both timeouts and a prebuilt image
+GOOD_TOML = '[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 30\n[environment]\ndocker_image = "python:3.12"\n'
 
 
 def make_task(
@@ -71,3 +76,21 @@ CHECK_ANSWER = (
     "#!/bin/bash\nif grep -qx fixed /app/answer.txt 2>/dev/null; then echo 1 > /logs/verifier/reward.txt; "
     "else echo 0 > /logs/verifier/reward.txt; fi\n"
 )
+
+
+def make_task_files(root: Path, name: str, toml: str = GOOD_TOML, *, dockerfile: str | None = None,
+                    test_sh: bool = True, files: dict[str, str] | None = None) -> Path:
+    """A Harbor task directory from its task.toml text (plus a Dockerfile, test.sh, other files)."""
+    d = root / name
+    (d / "tests").mkdir(parents=True)
+    (d / "task.toml").write_text(toml)
+    (d / "instruction.md").write_text(f"Do {name}.\n")
+    if test_sh:
+        (d / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
+    if dockerfile is not None:
+        (d / "environment").mkdir()
+        (d / "environment" / "Dockerfile").write_text(dockerfile)
+    for rel, text in (files or {}).items():
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_text(text)
+    return d
