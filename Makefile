@@ -14,7 +14,7 @@ PIP := $(VENV)/bin/pip
 RUN_APT := bubblewrap git slirp4netns
 TEST_APT := $(RUN_APT) chromium podman runc debootstrap docker-registry patchelf
 
-.PHONY: setup test-setup system-deps run test test-fast lint serve-stack clean
+.PHONY: setup test-setup system-deps run test test-fast test-unit lint serve-stack clean
 
 # usage: $(MAKE) system-deps APT="pkg ..."
 system-deps:
@@ -54,6 +54,11 @@ test: serve-stack real-model-05 lint
 
 test-fast: test-setup
 	$(PY) -m pytest -q -m "not integration"
+
+# In-process tests only (marker `unit`, set by tests/conftest.py): no sandbox, no server, no
+# bubblewrap, podman or root needed; about a minute (docs/testing.md).
+test-unit: setup
+	$(PY) -m pytest -q -m unit
 
 # ruff's rules and exclusions live in pyproject.toml; .ci/run runs this before the tests.
 lint: setup

@@ -11,6 +11,28 @@ from pathlib import Path
 import pytest
 
 from tests.shared import shared_path
+from tests.support.endpoints import free_port
+from tests.support.requirements import marked_needs, missing, skip_message
+from tests.support.tiers import is_unit
+
+
+# tryfirst: before `-m` deselects, which reads the `unit` marker set here
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``@pytest.mark.bwrap`` / ``root`` / ``engine`` / ``tools("git")``: skip, with one line naming
+    what is missing, a test whose machine requirements are not met (tests/support/requirements.py).
+    ``unit``: set on every in-process test (tests/support/tiers.py), selected by ``make test-unit``."""
+    gaps_for: dict[tuple[str, ...], list[str]] = {}
+    for item in items:
+        if is_unit(item):
+            item.add_marker(pytest.mark.unit)
+        needs = tuple(marked_needs(item))
+        if not needs:
+            continue
+        if needs not in gaps_for:
+            gaps_for[needs] = missing(*needs)
+        if gaps_for[needs]:
+            item.add_marker(pytest.mark.skip(reason=skip_message(gaps_for[needs])))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -28,12 +50,6 @@ def harbor_dir() -> Path:
 
 
 # -- a real S3 server on loopback ------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="session")
 def s3_endpoint():

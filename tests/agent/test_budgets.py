@@ -5,7 +5,6 @@ holds 8,192 tokens per turn everywhere; a run applies the per-benchmark budget t
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 
 import pytest
@@ -99,7 +98,7 @@ def test_per_benchmark_overrides_may_only_set_agent_or_model_values(item, tmp_pa
         load_config([], config_file=conf)
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+@pytest.mark.bwrap
 def test_a_run_gives_each_trial_its_benchmarks_budget(tmp_path: Path):
     conf = tmp_path / "exp.yaml"
     conf.write_text(yaml.safe_dump({"experiment": {

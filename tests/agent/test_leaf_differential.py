@@ -113,18 +113,16 @@ async def test_replay_sample_matches_the_vendor_in_a_container(compat):
 
 
 @pytest.mark.integration  # the Kubernetes backend through the API-server emulator (real client, real HTTP)
+@pytest.mark.bwrap
+@pytest.mark.root
+@pytest.mark.tools("nsenter")
 @pytest.mark.parametrize("compat", COMPATS)
 async def test_replay_sample_matches_the_vendor_in_an_emulated_pod(compat, tmp_path):
     # under farm-safe this found that in a pod (no jail's init) a timed-out call's killed child
     # stayed a zombie until the agent's next reaper round, so `kill -0` still called it alive
-    import os
-    import shutil
-
     from tests.sandbox.kubernetes.test_emulator_conformance import EmulatorBackend
     from tests.sandbox.kubernetes.test_kubernetes_backend import _image_task
 
-    if shutil.which("bwrap") is None or shutil.which("nsenter") is None or os.geteuid() != 0:
-        pytest.skip("the emulator's kubelet needs bubblewrap, nsenter and root")
     cluster = EmulatorBackend(tmp_path / "emulator")
     try:
         sb = cluster.make(_image_task(network="no-network"), "no-network")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import shutil
 from pathlib import Path
 
 import pytest
@@ -107,7 +106,7 @@ def test_a_reproduction_with_farms_wording_warns_once_and_loudly(tmp_path, caplo
     assert warn_unless_vendor_prompt(arms_of(demo), demo.experiment.name) is None  # not a reproduction
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+@pytest.mark.bwrap
 def test_every_row_and_the_report_header_say_whose_prompt_the_run_used(tmp_path, caplog):
     main(["leaf", "import", str(vendor_package(tmp_path / "FrogNano")), "--out", str(tmp_path / "v")])
     manifest = json.loads((tmp_path / "v/leaf-import.json").read_text())

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.support.requirements import require
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "standin_images.py"
@@ -25,8 +24,7 @@ def podman_env() -> dict[str, str]:
 def ensure_standins(*names: str) -> dict[str, str]:
     """Run the script (idempotent: cached roots and up-to-date images are reused, never required);
     returns podman's environment. Skips without root, podman or debootstrap."""
-    if os.geteuid() != 0 or shutil.which("podman") is None or shutil.which("debootstrap") is None:
-        pytest.skip("needs root, podman and debootstrap (make images)")
+    require("root", "engine", "debootstrap")  # make images
     only = ["--only", *names] if names else []
     res = subprocess.run([sys.executable, str(SCRIPT), "--cache", str(CACHE), *only],
                          capture_output=True, text=True, timeout=3600, env=podman_env())

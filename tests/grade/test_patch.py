@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,8 +10,7 @@ from farm.grade import patch as gp
 from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.model import Environment, Task, VerifierSpec
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,
-                                reason="needs bubblewrap and git")
+pytestmark = [pytest.mark.bwrap, pytest.mark.tools("git")]
 
 INIT = ("cd /app && git init -q . && printf 'one\\ntwo\\n' > a.txt && printf '\\x00\\x01bin' > b.bin && "
         "git add -A && git -c user.email=a@b -c user.name=a commit -qm init")

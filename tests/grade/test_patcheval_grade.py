@@ -17,8 +17,7 @@ from farm.sandbox.base import SandboxClosedError
 from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.model import BuildStep, Environment, Task, VerifierSpec
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,
-                                reason="needs bubblewrap and git")
+pytestmark = [pytest.mark.bwrap, pytest.mark.tools("git")]
 
 
 def _git_repo(path: Path) -> None:

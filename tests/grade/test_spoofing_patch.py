@@ -11,7 +11,6 @@ unresolved, with a reward of 0 (not an infrastructure error that would be retrie
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,7 @@ from farm.config import load_config
 from farm.run.driver import run_experiment
 from farm.store import ResultStore
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,
-                                reason="needs bubblewrap and git")
+pytestmark = [pytest.mark.bwrap, pytest.mark.tools("git")]
 
 TASK = Path(__file__).resolve().parents[2] / "farm" / "tasks" / "builtin" / "swe-utc-day-boundary"
 F2P = "tests.test_report.DailyHoursTest.test_positive_offset_night_shift_is_split_in_utc"

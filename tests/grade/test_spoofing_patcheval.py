@@ -11,7 +11,6 @@ No patch here fixes the vulnerability; every one must end unresolved.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -24,8 +23,7 @@ from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.model import BuildStep, Environment, Task, VerifierSpec
 from farm.tasks.patcheval import load_patcheval_rows
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,
-                                reason="needs bubblewrap and git")
+pytestmark = [pytest.mark.bwrap, pytest.mark.tools("git")]
 
 VULNERABLE = "def safe_join(root, name):\n    return root + '/' + name\n"
 FIXED = ("def safe_join(root, name):\n    if '..' in name.split('/'):\n        raise ValueError(name)\n"

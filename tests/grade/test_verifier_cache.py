@@ -20,20 +20,10 @@ from farm.grade.harbor import run_harbor_verifier
 from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.model import Environment, Task, VerifierSpec
 from tests.shared import shared_path
+from tests.support.verifier_cache import ensure_cache
 
 REPO = Path(__file__).resolve().parents[2]
-CACHE = REPO / "build" / "verifier-cache"
 BARE_IMAGE = "localhost/farm-test-base:bookworm"  # tests/sandbox/docker/test_podman.py makes it: Debian, no python
-
-
-def ensure_cache() -> Path:
-    """``make verifier-cache``'s output with the defaults: built here when absent or made by an
-    older builder (a no-op when it is up to date)."""
-    try:
-        vc.build(CACHE, list(vc.TOOL_REQUIREMENTS))
-    except (vc.CacheError, OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"cannot build the verifier cache (needs PyPI, deb.debian.org, patchelf): {exc}")
-    return CACHE
 
 
 @pytest.fixture(scope="session")
@@ -99,10 +89,10 @@ def _podman(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["podman", *args], capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.engine
+@pytest.mark.root
 def test_the_relocated_python_runs_pytest_offline_in_an_image_without_python(verifier_cache: Path,
                                                                               tmp_path: Path) -> None:
-    if os.geteuid() != 0 or shutil.which("podman") is None:
-        pytest.skip("needs podman as root")
     if _podman("image", "exists", BARE_IMAGE).returncode != 0:
         pytest.skip(f"{BARE_IMAGE} is absent (tests/sandbox/docker/test_podman.py makes it)")
     (tmp_path / "test_x.py").write_text(
@@ -130,7 +120,7 @@ def _task(tmp_path: Path, test_sh: str) -> Task:
                 agent_network="no-network", verifier_network="no-network")
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+@pytest.mark.bwrap
 async def test_staging_places_uv_only_where_absent_and_appends_python_to_the_end_of_path(
         verifier_cache: Path, tmp_path: Path) -> None:
     sh = ('source "$HOME/.local/bin/env"; command -v uv; uv --version; echo "PATH=$PATH"; '
@@ -171,7 +161,7 @@ async def test_staging_places_uv_only_where_absent_and_appends_python_to_the_end
     assert not next(ln for ln in kept_lines if ln.startswith("PATH=")).endswith("/python/bin")
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+@pytest.mark.bwrap
 async def test_offline_pip_takes_pins_from_the_cache_and_still_obeys_a_tests_own_index_url(
         verifier_cache: Path, tmp_path: Path) -> None:
     # no network: PyPI is unreachable, but pins come from the staged wheels; a test that names
@@ -204,7 +194,7 @@ def test_staging_sends_the_wheels_of_the_tool_pins_and_of_the_pins_test_sh_names
     assert vc.wheels_for(vc.Manifest(man.root, whole), "uvx pytest\n") is None  # an older cache: all
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+@pytest.mark.bwrap
 async def test_a_cache_dir_that_is_no_cache_is_an_infra_error_naming_it_not_a_reward(tmp_path: Path) -> None:
     task = _task(tmp_path, "echo 1 > /logs/verifier/reward.txt\n")
     sb = LocalSandbox(task, root_dir=tmp_path / "sb")

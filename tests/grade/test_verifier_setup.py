@@ -114,7 +114,7 @@ def test_a_ctrf_report_counts_as_tests_ran_and_reward_one_is_never_overridden() 
     assert classify("uvx: command not found\n", 0.5).kind == "not_found"
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+@pytest.mark.bwrap
 async def test_a_real_tb2_verifier_without_network_is_verifier_setup_not_a_zero(tmp_path: Path) -> None:
     src = shared_path("fixtures/terminal-bench-2.0") / "gcode-to-text" / "tests"
     shutil.copytree(src, tmp_path / "tests")
@@ -134,7 +134,7 @@ async def test_a_real_tb2_verifier_without_network_is_verifier_setup_not_a_zero(
                          "/tests/test.sh: line 19: uvx: command not found")
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+@pytest.mark.bwrap
 @pytest.mark.parametrize("sh,marker,cls,error", [
     ("uvx -p 3.13 pytest /tests\n", None, "verifier_setup",
      "the verifier wrote neither /logs/verifier/reward.json nor reward.txt, after its set-up failed (not_found): "

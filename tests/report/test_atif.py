@@ -18,8 +18,8 @@ from farm.report.data import ReportInputError, RunData, load_run
 from farm.store import ResultStore
 from farm.store.schema import STEPS_SCHEMA, TRIALS_SCHEMA, StepRow, to_table
 from tests.shared import REPO, env_flag
+from tests.support.demo_runs import REASONING, SOLVED, DemoRuns
 
-from .conftest import REASONING, SOLVED, DemoRuns
 from .synth import meta, plan_table, trial
 
 DATA = Path(__file__).with_name("data")

@@ -16,8 +16,8 @@ from farm.report.data import load_run
 from farm.report.diff import decide, diff_runs
 from farm.report.stats import BootstrapOptions
 from farm.store import ResultStore
+from tests.support.demo_runs import SOLVED, TASKS, DemoRuns
 
-from .conftest import SOLVED, TASKS, DemoRuns
 from .synth import matrix_run
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from farm.cli import main
+from tests.support.demo_runs import DemoRuns
 
-from .conftest import DemoRuns
 from .wandb_records import records, summary_and_config
 
 pytest.importorskip("wandb", reason="the trackers extra (wandb) is not installed")

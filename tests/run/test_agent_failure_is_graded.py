@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,10 @@ from farm.config import load_config
 from farm.run.driver import load_tasks, run_experiment
 from farm.run.rows import CAPTURE_AFTER_KILL
 from farm.store import ResultStore
+from tests.support.tasks import CHECK_ANSWER
+from tests.support.tasks import make_task_dir as make_task
 
-from .conftest import CHECK_ANSWER, make_task
-
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 
 KILL_ALL = "(sleep 300 >/dev/null 2>&1 &); sleep 0.3; kill -9 -1; echo still-here"
 WRITE = "echo fixed > /app/answer.txt"

@@ -9,7 +9,6 @@ HTTP on 127.0.0.1) answering HTTP 500, the openai client, a local Parquet store.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import subprocess
 import sys
 import time
@@ -24,10 +23,11 @@ from farm.run.driver import Breaker, derive_run_id, load_tasks, run_experiment
 from farm.run.endpoint import PreflightError
 from farm.run.plan import build_plan, resume
 from farm.store import ResultStore
+from tests.support.config import local_run_overrides
+from tests.support.tasks import CHECK_ANSWER
+from tests.support.tasks import make_task_dir as make_task
 
-from .conftest import CHECK_ANSWER, make_task
-
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 FARM = str(Path(sys.executable).with_name("farm"))
 DEAD = "http://127.0.0.1:9/v1"  # the discard port: nothing listens there
 
@@ -46,9 +46,7 @@ def _failing_script(tmp_path: Path) -> Path:
 
 
 def _overrides(tmp_path: Path, tasks: Path, *extra: str) -> list[str]:
-    return [f"benchmark.path={tasks}", "run.executor=local", f"store.uri={tmp_path / 'store'}",
-            f"sandbox.local.root_dir={tmp_path / 'sandboxes'}", "run.retry_backoff_s=0", "run.progress=false",
-            "model.max_retries=0", *extra]
+    return local_run_overrides(tmp_path, tasks, "model.max_retries=0", *extra)
 
 
 def test_a_dead_endpoint_exits_non_zero_within_seconds_naming_the_url(tmp_path: Path) -> None:

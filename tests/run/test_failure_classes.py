@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import threading
 import time
@@ -27,11 +26,13 @@ from farm.run.rows import INFRA_EXIT_REASONS
 from farm.run.trial import run_trial
 from farm.store import ResultStore
 from farm.tasks.harbor import load_harbor_dir
+from tests.support.config import local_run_config
+from tests.support.tasks import CHECK_ANSWER
+from tests.support.tasks import make_task_dir as make_task
 
 from ..shared import shared_path
-from .conftest import CHECK_ANSWER, make_task
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 
 
 def _rows(store: Path, run_id: str) -> list[dict]:
@@ -50,9 +51,7 @@ def _refused_task(root: Path, name: str = "needs-image") -> Path:
 
 
 def _run(tmp_path: Path, tasks: Path, *extra: str):
-    cfg = load_config([f"benchmark.path={tasks}", "run.executor=local", f"store.uri={tmp_path / 'store'}",
-                       f"sandbox.local.root_dir={tmp_path / 'sandboxes'}", "run.max_attempts=3",
-                       "run.retry_backoff_s=0", "run.progress=false", *extra])
+    cfg = local_run_config(tmp_path, tasks, "run.max_attempts=3", *extra)
     return cfg, asyncio.run(run_experiment(cfg))
 
 

@@ -17,8 +17,7 @@ import yaml
 from farm.config import load_config
 from farm.run.driver import run_experiment
 from farm.sandbox.none.sandbox import GUARD_ENV
-
-from .conftest import make_task
+from tests.support.tasks import make_task_dir as make_task
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIRED = ("peak_in_flight", "rss_mib_per_in_flight_trial", "trials_per_s", "sched_overhead_ms_p50")

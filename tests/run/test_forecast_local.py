@@ -13,7 +13,6 @@ the outcome.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ import yaml
 from farm.forecast.model import forecast, load_pilot, load_plan_spec
 from farm.store import ResultStore
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")]
+pytestmark = [pytest.mark.slow, pytest.mark.bwrap]
 
 LATENCY_S = 2.0
 

@@ -8,7 +8,6 @@ PID namespace of their own.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,10 +15,10 @@ import pytest
 
 from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.harbor import load_harbor_task
+from tests.support.tasks import CHECK_ANSWER
+from tests.support.tasks import make_task_dir as make_task
 
-from .conftest import CHECK_ANSWER, make_task
-
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 
 PIDS = 64
 # eight shell loops, each retrying its fork whenever a pid is free (bash backs off for a second)

@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from farm.cli import main
-
-from .conftest import CHECK_ANSWER, make_task
+from tests.support.tasks import CHECK_ANSWER
+from tests.support.tasks import make_task_dir as make_task
 
 
 def _leftover(root: Path, name: str) -> Path:
@@ -31,7 +29,8 @@ def test_gc_local_collects_dead_sandboxes_and_honours_dry_run(tmp_path: Path, ca
     assert "sandbox.backend=local: deleted 1 directory" in capsys.readouterr().out and not dead.exists()
 
 
-@pytest.mark.skipif(shutil.which("podman") is None or os.geteuid() != 0, reason="needs podman as root")
+@pytest.mark.engine
+@pytest.mark.root
 def test_gc_docker_runs_the_container_branch(tmp_path: Path, capsys) -> None:
     assert main(["gc", "sandbox=docker", "sandbox.docker.engine=podman", f"store.uri={tmp_path / 'store'}",
                  "--dry-run"]) == 0

@@ -4,7 +4,6 @@ a replace ref, ORIG_HEAD and the reflog — is gone, and HEAD's own work tree is
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,8 +13,7 @@ from farm.grade.history import HistoryStripError, should_strip, strip_history
 from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.model import Environment, Task, VerifierSpec
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,
-                                reason="needs bubblewrap and git")
+pytestmark = [pytest.mark.bwrap, pytest.mark.tools("git")]
 
 GIT = "git -c user.email=a@b -c user.name=a"
 # base commit on main; the "fix" lives on a branch, a tag, origin/main, a stash, a note, a

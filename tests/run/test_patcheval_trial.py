@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import shutil
 from pathlib import Path
 
 import pytest
@@ -24,8 +23,7 @@ from farm.sandbox.registry import open_sandbox
 
 from ..grade.test_spoofing_patcheval import FIXED, _task
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,
-                                reason="needs bubblewrap and git")
+pytestmark = [pytest.mark.bwrap, pytest.mark.tools("git")]
 
 WRITE_FIX = f"cat > app.py <<'PYEOF'\n{FIXED}PYEOF"
 COMMIT = "\ngit add -A && git -c user.email=a@b -c user.name=a commit -qm fix"

@@ -7,7 +7,6 @@ Real parts: bubblewrap sandboxes, farm's policy servers and a test endpoint over
 from __future__ import annotations
 
 import asyncio
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,6 @@ import pytest
 import yaml
 from rich.console import Console
 
-from farm.config import load_config
 from farm.report import load_run
 from farm.report.data import outcome_groups
 from farm.report.render import build_report
@@ -25,18 +23,16 @@ from farm.report.summary import summary_table
 from farm.run.driver import run_experiment
 from farm.run.endpoint import PreflightError
 from farm.store import ResultStore
+from tests.support.config import local_run_config
+from tests.support.endpoints import EndpointServer
 
-from .endpoint_server import EndpointServer
-
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 FARM = str(Path(sys.executable).with_name("farm"))
 NEW_COLUMNS = ("policy", "model_preset", "endpoint", "endpoint_origin")
 
 
 def _cfg(tmp_path: Path, tasks: Path, *extra: str):
-    return load_config([f"benchmark.path={tasks}", "run.executor=local", f"store.uri={tmp_path / 'store'}",
-                        f"sandbox.local.root_dir={tmp_path / 'sandboxes'}", "run.retry_backoff_s=0",
-                        "run.progress=false", "benchmark.task_ids=[write-answer]", *extra])
+    return local_run_config(tmp_path, tasks, "benchmark.task_ids=[write-answer]", *extra)
 
 
 def _rows(tmp_path: Path, run_id: str) -> list[dict]:

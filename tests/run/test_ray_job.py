@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from farm.store import ResultStore
-
-from ..conftest import free_port
+from tests.support.endpoints import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration

@@ -17,8 +17,8 @@ from farm.config import load_config
 from farm.run.plan import TrialSpec
 from farm.run.workers import RayExecutor, TrialJob
 from farm.tasks.harbor import load_harbor_task
-
-from .conftest import CHECK_ANSWER, make_task
+from tests.support.tasks import CHECK_ANSWER
+from tests.support.tasks import make_task_dir as make_task
 
 OOM = ("2 worker(s) were killed due to the node running low on memory. Memory on the node "
        "(IP: 127.0.0.1) was 22.36GB used / 23.54GB limit (0.950051)")

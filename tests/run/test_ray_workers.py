@@ -15,8 +15,8 @@ from farm.config import load_config
 from farm.run.driver import run_experiment
 from farm.run.workers import RayExecutor
 from farm.store import ResultStore
-
-from .conftest import CHECK_ANSWER, make_task
+from tests.support.tasks import CHECK_ANSWER
+from tests.support.tasks import make_task_dir as make_task
 
 pytestmark = pytest.mark.integration
 

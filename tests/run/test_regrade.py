@@ -5,7 +5,6 @@ and turns a verifier that could not set itself up into a graded verdict once its
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,10 +15,10 @@ from farm.errors import ConfigError
 from farm.run.driver import run_experiment
 from farm.run.regrade import regrade_command, select
 from farm.store import ResultStore
+from tests.support.tasks import CHECK_ANSWER
+from tests.support.tasks import make_task_dir as make_task
 
-from .conftest import CHECK_ANSWER, make_task
-
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 
 # the verifier's own tool is missing: evidence of a set-up failure before any test ran
 BROKEN_SETUP = "#!/bin/bash\necho 'bash: uvx: command not found'\necho 0 > /logs/verifier/reward.txt\n"

@@ -18,9 +18,9 @@ import yaml
 from farm.config import load_config
 from farm.run.driver import run_experiment
 from farm.store import ResultStore
-
-from ..conftest import free_port
-from .conftest import CHECK_ANSWER, make_task
+from tests.support.endpoints import free_port
+from tests.support.tasks import CHECK_ANSWER
+from tests.support.tasks import make_task_dir as make_task
 
 HERE = Path(__file__).resolve().parent
 FARM = [sys.executable, "-m", "farm.cli"]

@@ -5,7 +5,6 @@ tries to make the verifier's reward say otherwise. Every one must end unresolved
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,10 +13,9 @@ import yaml
 from farm.config import load_config
 from farm.run.driver import run_experiment
 from farm.store import ResultStore
+from tests.support.tasks import make_task_dir as make_task
 
-from .conftest import make_task
-
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 
 # the verifier's own Python writes the reward: the place an import hook would strike
 CHECK_PY = """import pathlib

@@ -6,7 +6,6 @@ over HTTP, the Leaf loop, the Harbor verifier, the Parquet store."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,11 +14,9 @@ import yaml
 from farm.config import load_config
 from farm.run.driver import run_experiment
 from farm.store import ResultStore
+from tests.support.tasks import make_task_dir as make_task
 
-from .conftest import make_task
-
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("git") is None,
-                                reason="needs bubblewrap and git")
+pytestmark = [pytest.mark.bwrap, pytest.mark.tools("git")]
 
 GIT = "git -c user.name=t -c user.email=t@example.invalid"
 DOCKERFILE = f"""FROM python:3.11-slim

@@ -19,11 +19,10 @@ from farm.run.workers import PolicyEndpoints
 from farm.sandbox.registry import open_sandbox
 from farm.store.schema import TrialResult
 from farm.tasks.harbor import load_harbor_dir
-from tests.grade.test_verifier_cache import ensure_cache
+from tests.support.tasks import make_task_dir as make_task
+from tests.support.verifier_cache import ensure_cache
 
-from .conftest import make_task
-
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 
 # the oracle's side effect, counted where the verifier can see it: one line per agent run
 SOLVE = "echo fixed > /app/answer.txt; echo run >> /app/agent-runs.txt\n"

@@ -29,31 +29,8 @@ from farm.sandbox.base import (
     SandboxStartError,
     ToolRequest,
 )
-from farm.tasks.model import BuildStep, Environment, Task, VerifierSpec
-
-
-def make_task(
-    *,
-    network: str = "no-network",
-    image: str | None = None,
-    workdir: str = "/app",
-    build_steps: tuple[BuildStep, ...] = (),
-    build_context: Path | None = None,
-    task_id: str = "conformance",
-    env: dict[str, str] | None = None,
-    **env_kw: Any,
-) -> Task:
-    return Task(
-        benchmark="conformance",
-        task_id=task_id,
-        instruction="",
-        environment=Environment(
-            image=image, workdir=workdir, env=env or {}, build_steps=build_steps, build_context=build_context, **env_kw
-        ),
-        verifier=VerifierSpec(),
-        agent_network=network,  # type: ignore[arg-type]
-        verifier_network=network,  # type: ignore[arg-type]
-    )
+from farm.tasks.model import BuildStep, Task
+from tests.support.tasks import make_task
 
 
 class ConformanceBackend(Protocol):

@@ -15,8 +15,7 @@ from farm.sandbox.images.plan import build_digest, plan_image, registry_prefix, 
 from farm.sandbox.local.policy import plan_local
 from farm.tasks.harbor import load_harbor_task
 from farm.tasks.model import Task
-
-from .conformance import make_task
+from tests.support.tasks import make_task
 
 DIGEST = "0123456789abcdef" * 4
 

@@ -8,7 +8,6 @@ the build steps were not replayed (the Dockerfile's RUN would fail if they were)
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -37,8 +36,9 @@ async def _start(root: Path, task: Task, policy: str, **cfg: str) -> tuple[Kuber
     return sb, core.pods[("farm-test", sb.name)].body
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("bwrap") is None or shutil.which("nsenter") is None,
-                    reason="the fake kubelet needs bubblewrap, nsenter and root")
+@pytest.mark.bwrap
+@pytest.mark.root
+@pytest.mark.tools("nsenter")
 async def test_pods_run_the_registry_build_and_replay_nothing(tmp_path: Path) -> None:
     task = harbor_task(tmp_path, DOCKERFILE, docker_image="org/prebuilt:1")
     sb, pod = await _start(tmp_path, task, "pull-or-build", build_registry=REGISTRY)

@@ -10,8 +10,7 @@ import pytest
 from farm.errors import ConfigError
 from farm.sandbox.images.check import NOT_CHECKED, PRESENT, UNREACHABLE, CheckRow, ImageState, lock_entries, write_lock
 from farm.tasks.image_lock import load_image_lock
-
-from .conformance import make_task
+from tests.support.tasks import make_task
 
 D1, D2 = "sha256:" + "1" * 64, "sha256:" + "2" * 64
 

@@ -8,7 +8,6 @@ agent in its own PID namespace) for the timeout kill, and for the agent as its o
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -18,17 +17,15 @@ import pytest
 from farm.sandbox.channel import LINE_LIMIT, Channel
 from farm.sandbox.local.sandbox import INSIDE_DIR, LocalSandbox
 from tests.procs import alive
-
-from .conformance import make_task
+from tests.support.tasks import make_task
 
 SERVER = INSIDE_DIR / "server.py"
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 # no FARM_EXEC_ID (env -i), a new session (setsid), and re-parented away from the shell (subshell)
 UNTAGGED = "( env -i setsid /bin/bash -c 'sleep 1.5; touch /tmp/m/{name}' >/dev/null 2>&1 < /dev/null & )"
 
 
-@needs_bwrap
+@pytest.mark.bwrap
 async def test_timeout_kills_untagged_escapees_in_bwrap(tmp_path: Path) -> None:
     async with LocalSandbox(make_task(), root_dir=tmp_path / "sb") as sb:
         await sb.exec("mkdir -p /tmp/m")

@@ -16,8 +16,7 @@ from farm.run.driver import run_experiment
 from farm.sandbox.none.sandbox import GUARD_ENV
 from farm.sandbox.registry import check_environment, open_sandbox
 from farm.store import ResultStore
-
-from .conformance import make_task
+from tests.support.tasks import make_task
 
 
 def _cfg(tmp_path: Path, *extra: str):

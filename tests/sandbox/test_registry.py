@@ -5,7 +5,6 @@ layer reaches backends only through it."""
 from __future__ import annotations
 
 import ast
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +16,7 @@ from farm.errors import ConfigError, UnsupportedTaskError
 from farm.sandbox.base import Capabilities, CapabilityError
 from farm.sandbox.registry import BACKEND_MODULES, check_task, get_backend, open_sandbox
 from farm.tasks.model import BuildStep
-
-from .conformance import make_task
+from tests.support.tasks import make_task
 
 REPO = Path(__file__).resolve().parents[2]
 BACKEND_IMPLEMENTATIONS = {"farm.sandbox.local.sandbox", "farm.sandbox.kubernetes.sandbox",
@@ -66,7 +64,7 @@ def test_choosing_local_imports_no_cluster_client() -> None:
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+@pytest.mark.bwrap
 async def test_open_sandbox_applies_the_local_section_and_states_its_capabilities(tmp_path: Path) -> None:
     cfg = SandboxConfig(backend="local", local=LocalSandboxConfig(root_dir=str(tmp_path / "root"),
                                                                   allow_any_image=True, limits=False))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import os
 import signal
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.shared import env_flag
+from tests.support.endpoints import free_port  # noqa: F401 - the serve tests take it from here
 
 # `farm serve model=tiny-cpu` was ready after 114 s alone on 2 cores (2026-12-01); the fixture
 # gives up, with the server's log, well after a 2x slowdown under load.
@@ -40,12 +40,6 @@ def require_serve_stack(modules: tuple[str, ...] = SERVE_STACK) -> None:
     if env_flag(REQUIRE_SERVE_ENV):
         pytest.fail(f"{missing}; {REQUIRE_SERVE_ENV}=1 requires it", pytrace=False)
     raise pytest.skip.Exception(missing, _use_item_location=True)  # reported at the test, as a mark would be
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def serve_env() -> dict[str, str]:

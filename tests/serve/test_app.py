@@ -10,16 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from farm.config import load_config
 from farm.errors import ConfigError
 from farm.serve.app import ROUTERS, check_serving, llm_config, serve_config, source_kind
 from farm.serve.ready import ServeError, models_listed, wait_ready
+from tests.support.config import make_config as cfg
 
 PRESETS = ("frognano-4b", "qwen3.5-4b", "gemma-4-12b", "tiny-cpu")
-
-
-def cfg(*overrides: str):
-    return load_config(list(overrides))
 
 
 @pytest.mark.parametrize("preset", PRESETS)

@@ -123,7 +123,7 @@ def test_a_missing_bucket_is_named_as_missing(s3_endpoint):
 
 
 def test_an_unreachable_s3_endpoint_is_named(s3_endpoint):
-    from tests.conftest import free_port
+    from tests.support.endpoints import free_port
 
     dead = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(StoreError, match=rf"^cannot reach S3 endpoint '{dead}' for 's3://b/x': "):

@@ -19,26 +19,10 @@ from farm.tasks.dockerfile import DockerfileUnsupported, check_replayable, parse
 from farm.tasks.harbor import load_harbor_task
 from farm.tasks.loading import LoadReport
 from tests.shared import shared_path
+from tests.support.tasks import GOOD_TOML
+from tests.support.tasks import make_task_files as make_task
 
 TB2 = ("fixtures", "terminal-bench-2.0")
-GOOD_TOML = '[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 30\n[environment]\ndocker_image = "python:3.12"\n'
-
-
-def make_task(root: Path, name: str, toml: str = GOOD_TOML, *, dockerfile: str | None = None,
-              test_sh: bool = True, files: dict[str, str] | None = None) -> Path:
-    d = root / name
-    (d / "tests").mkdir(parents=True)
-    (d / "task.toml").write_text(toml)
-    (d / "instruction.md").write_text(f"Do {name}.\n")
-    if test_sh:
-        (d / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
-    if dockerfile is not None:
-        (d / "environment").mkdir()
-        (d / "environment" / "Dockerfile").write_text(dockerfile)
-    for rel, text in (files or {}).items():
-        (d / rel).parent.mkdir(parents=True, exist_ok=True)
-        (d / rel).write_text(text)
-    return d
 
 
 def load(*overrides: str):

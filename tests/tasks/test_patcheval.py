@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -116,8 +115,6 @@ NOOP_PATCH = """diff --git a/render.sh b/render.sh
 
 @pytest.fixture
 def patcheval_task(tmp_path: Path):
-    if shutil.which("bwrap") is None or shutil.which("git") is None:
-        pytest.skip("needs bubblewrap and git")
     rows = tmp_path / "rows.json"
     rows.write_text(json.dumps([{"cve_id": "CVE-2099-0001", "cve_description": "XSS in render.sh",
                                  "repo": "https://example.invalid/org/vuln.git", "image_url": "local"}]))
@@ -137,6 +134,8 @@ def _local(tmp_path: Path):
     return make
 
 
+@pytest.mark.bwrap
+@pytest.mark.tools("git")
 async def test_agent_view_hides_the_grader_payload(patcheval_task, tmp_path: Path) -> None:
     sb = _local(tmp_path)(patcheval_task, "agent")
     await sb.start()
@@ -148,6 +147,8 @@ async def test_agent_view_hides_the_grader_payload(patcheval_task, tmp_path: Pat
         await sb.close()
 
 
+@pytest.mark.bwrap
+@pytest.mark.tools("git")
 @pytest.mark.parametrize("patch,resolved", [(GOOD_PATCH, True), (NOOP_PATCH, False), ("not a patch", False)])
 async def test_fix_run_decides_in_a_fresh_sandbox(patcheval_task, tmp_path: Path, patch: str, resolved: bool) -> None:
     verdict = await grade.grade(_local(tmp_path), patcheval_task, patch)

@@ -19,7 +19,7 @@ from farm.config import conf_dir, load_config
 from farm.errors import ConfigError
 from farm.tasks import catalog, fetch
 from farm.tasks.benchmark import load_benchmark_report
-from tests.tasks.test_loading import make_task
+from tests.support.tasks import make_task_files as make_task
 
 ID = "instance_org__repo-" + "0123456789abcdef" * 4 + "-vnan"  # as long as SWE-bench Pro's ids
 

@@ -28,8 +28,10 @@ from farm.sandbox.docker.sandbox import ContainerSandbox
 from farm.sandbox.relayed import manifests as m
 from farm.sandbox.relayed.sandbox import INSIDE_SRC
 from farm.tasks.model import Task
+from tests.support.requirements import require
+from tests.support.tasks import make_task
 
-from ..conformance import SandboxConformance, make_task
+from ..conformance import SandboxConformance
 
 pytestmark = pytest.mark.integration
 
@@ -58,8 +60,7 @@ def _image_exists(name: str) -> bool:
 
 @pytest.fixture(scope="module")
 def podman_env() -> dict[str, str]:
-    if os.geteuid() != 0 or shutil.which("podman") is None:
-        pytest.skip("needs podman as root")
+    require("engine", "root")
     runtime = "runc" if shutil.which("runc") else "crun"
     WORK.mkdir(parents=True, exist_ok=True)
     conf = WORK / "containers.conf"

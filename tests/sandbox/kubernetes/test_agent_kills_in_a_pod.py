@@ -11,8 +11,6 @@ verifier run in the pod.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +25,11 @@ from farm.sandbox.base import Sandbox
 from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
 from farm.tasks.harbor import load_harbor_dir
 from farm.tasks.model import Task
+from tests.support.tasks import CHECK_ANSWER, make_task_dir
 
-from ...run.conftest import CHECK_ANSWER
-from ...run.conftest import make_task as make_task_dir
 from .test_kubernetes_backend import FakeClusterBackend
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None or shutil.which("nsenter") is None or os.geteuid() != 0,
-    reason="the fake kubelet needs bubblewrap, nsenter and root",
-)
+pytestmark = [pytest.mark.bwrap, pytest.mark.root, pytest.mark.tools("nsenter")]
 
 KILL_ALL = "(sleep 300 >/dev/null 2>&1 &); sleep 0.3; kill -9 -1; echo still-here"
 WRITE = "echo fixed > /app/answer.txt"
@@ -128,8 +122,7 @@ async def test_a_container_killed_at_its_memory_limit_is_named_so(cluster: FakeC
     from kubernetes import client
 
     from farm.sandbox.relayed.channel import SandboxOutOfMemoryError
-
-    from ..conformance import make_task
+    from tests.support.tasks import make_task
 
     sb = KubernetesSandbox(make_task(image="debian:bookworm"), cluster.cfg, run_id="r", trial_key="oom",
                            core_api=cluster.core, net_api=cluster.net, exec_opener=cluster.execs, poll_s=0.05)

@@ -8,7 +8,6 @@ it through in-process fakes), but the backend loads its clients from a kubeconfi
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +21,7 @@ from farm.tasks.model import Task
 from . import test_kubernetes_backend as fake_suite
 from .apiserver import ApiServerEmulator
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None or shutil.which("nsenter") is None or os.geteuid() != 0,
-    reason="the emulator's kubelet needs bubblewrap, nsenter and root",
-)
+pytestmark = [pytest.mark.bwrap, pytest.mark.root, pytest.mark.tools("nsenter")]
 
 
 class EmulatorBackend:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -26,10 +25,7 @@ from farm.sandbox.relayed.stream_budget import ReconnectBudget, ReconnectBudgetE
 from .fake_cluster import FakeExecStream
 from .test_kubernetes_backend import FakeClusterBackend, _image_task
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None or shutil.which("nsenter") is None or os.geteuid() != 0,
-    reason="the fake kubelet needs bubblewrap, nsenter and root",
-)
+pytestmark = [pytest.mark.bwrap, pytest.mark.root, pytest.mark.tools("nsenter")]
 
 MINUTE = 0.15  # seconds of real time per minute of trial time
 IDLE_CUT = 5 * MINUTE

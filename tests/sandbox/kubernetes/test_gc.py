@@ -14,7 +14,7 @@ from farm.sandbox.relayed import manifests as m
 
 from .test_kubernetes_backend import FakeClusterBackend, _image_task
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the fake kubelet needs root")
+pytestmark = pytest.mark.root
 
 
 async def test_gc_deletes_only_what_dead_runs_left(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,11 +16,6 @@ from farm.sandbox.kubernetes.pull_events import go_duration_s, pull_facts
 from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
 
 from .test_kubernetes_backend import FakeClusterBackend, _image_task
-
-needs_kubelet = pytest.mark.skipif(
-    shutil.which("bwrap") is None or shutil.which("nsenter") is None or os.geteuid() != 0,
-    reason="the fake kubelet needs bubblewrap, nsenter and root",
-)
 
 
 @pytest.fixture
@@ -36,7 +30,9 @@ def _sandbox(cluster: FakeClusterBackend) -> KubernetesSandbox:
                              core_api=cluster.core, net_api=cluster.net, exec_opener=cluster.execs, poll_s=0.05)
 
 
-@needs_kubelet
+@pytest.mark.bwrap
+@pytest.mark.root
+@pytest.mark.tools("nsenter")
 async def test_a_slow_pull_is_timed_and_does_not_count_against_the_start_timeout(cluster: FakeClusterBackend) -> None:
     cluster.core.pull_s = 1.2
     cluster.cfg.pod_start_timeout_s = 0.8  # shorter than the pull: counted from creation it would fail
@@ -52,7 +48,9 @@ async def test_a_slow_pull_is_timed_and_does_not_count_against_the_start_timeout
         await sb.close()
 
 
-@needs_kubelet
+@pytest.mark.bwrap
+@pytest.mark.root
+@pytest.mark.tools("nsenter")
 async def test_an_image_already_on_the_node_pulls_in_zero_seconds(cluster: FakeClusterBackend) -> None:
     sb = _sandbox(cluster)
     await sb.start()
@@ -62,7 +60,9 @@ async def test_an_image_already_on_the_node_pulls_in_zero_seconds(cluster: FakeC
         await sb.close()
 
 
-@needs_kubelet
+@pytest.mark.bwrap
+@pytest.mark.root
+@pytest.mark.tools("nsenter")
 async def test_a_pull_past_its_timeout_fails_the_start_as_image_pull(cluster: FakeClusterBackend) -> None:
     cluster.core.pull_s = 60.0
     cluster.cfg.pull_timeout_s = 0.6
@@ -74,7 +74,9 @@ async def test_a_pull_past_its_timeout_fails_the_start_as_image_pull(cluster: Fa
     assert cluster.core.pods == {} and cluster.net.policies == {}
 
 
-@needs_kubelet
+@pytest.mark.bwrap
+@pytest.mark.root
+@pytest.mark.tools("nsenter")
 async def test_without_events_the_start_timeout_counts_from_creation(cluster: FakeClusterBackend) -> None:
     cluster.core.events_forbidden = True  # a Role without events
     sb = _sandbox(cluster)

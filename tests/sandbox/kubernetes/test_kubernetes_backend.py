@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +18,12 @@ from farm.config import KubernetesSandboxConfig
 from farm.sandbox.base import Sandbox, SandboxLostError, SandboxStartError, ToolRequest
 from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
 from farm.tasks.model import Task
+from tests.support.tasks import make_task
 
-from ..conformance import SandboxConformance, make_task
+from ..conformance import SandboxConformance
 from .fake_cluster import FakeCoreV1Api, FakeExecStream, FakeNetworkingV1Api
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None or shutil.which("nsenter") is None or os.geteuid() != 0,
-    reason="the fake kubelet needs bubblewrap, nsenter and root",
-)
+pytestmark = [pytest.mark.bwrap, pytest.mark.root, pytest.mark.tools("nsenter")]
 
 
 def _descendants(root: int) -> list[int]:
@@ -506,9 +503,7 @@ async def test_in_place_grading_switches_the_pod_to_the_verifiers_network(cluste
     from farm.run.trial import run_trial
     from farm.run.workers import PolicyEndpoints
     from farm.tasks.harbor import load_harbor_dir
-
-    from ...run.conftest import CHECK_ANSWER
-    from ...run.conftest import make_task as make_task_dir
+    from tests.support.tasks import CHECK_ANSWER, make_task_dir
 
     d = make_task_dir(tmp_path / "tasks", "switch", CHECK_ANSWER)
     toml = (d / "task.toml").read_text()

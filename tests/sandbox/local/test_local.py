@@ -16,10 +16,11 @@ from farm.errors import UnsupportedTaskError
 from farm.sandbox.base import Sandbox, SandboxStartError, ToolRequest
 from farm.sandbox.local.sandbox import LocalSandbox, check_image, image_repository
 from farm.tasks.model import BuildStep, Resources, Task
+from tests.support.tasks import make_task
 
-from ..conformance import SandboxConformance, make_task
+from ..conformance import SandboxConformance
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+pytestmark = pytest.mark.bwrap
 
 
 def _start_time(pid: int) -> str | None:

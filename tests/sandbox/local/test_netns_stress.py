@@ -23,13 +23,9 @@ import pytest
 from farm.sandbox.base import SandboxStartError
 from farm.sandbox.local.sandbox import LocalSandbox
 from tests.procs import alive
+from tests.support.tasks import make_task
 
-from ..conformance import make_task
-
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None or shutil.which("slirp4netns") is None,
-    reason="needs bubblewrap and slirp4netns (apt-get install bubblewrap slirp4netns)",
-)
+pytestmark = [pytest.mark.bwrap, pytest.mark.tools("slirp4netns")]
 
 AGENT_PROGRAM = "/.farm/inside/server.py"
 
@@ -98,7 +94,7 @@ DRIVER = """
 import asyncio, sys, time
 from farm.sandbox.base import SandboxStartError
 from farm.sandbox.local.sandbox import LocalSandbox
-from tests.sandbox.conformance import make_task
+from tests.support.tasks import make_task
 
 async def main():
     sb = LocalSandbox(make_task(network="public"), root_dir=sys.argv[1])

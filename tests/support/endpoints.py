@@ -1,4 +1,5 @@
-"""A small OpenAI-compatible server for tests, started on 127.0.0.1 in a background thread.
+"""Fake endpoints for tests: a free loopback port, and a small OpenAI-compatible server started on
+127.0.0.1 in a background thread (``EndpointServer``).
 
 Not farm's policy server: it plays an *external* endpoint whose listed ids and answered id are
 set by the test (``listed``, ``answers_as``), so provenance and the preflight's id checks can
@@ -8,6 +9,7 @@ be exercised against a real HTTP server and the real openai client.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import uuid
@@ -15,6 +17,13 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for a server the test starts)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 class EndpointServer:
