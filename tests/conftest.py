@@ -43,6 +43,28 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             shared_path(*rel.split("/"))
 
 
+@pytest.fixture(autouse=True)
+def _unit_tests_stay_in_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test classified ``unit`` that starts a process or listens on a socket fails, naming the
+    list to fix (tests/support/tiers.py). The classification is by module name and measured once;
+    without this a new test that starts a sandbox in a 'unit' module would slip into
+    ``make test-unit`` and fail only on a machine without bubblewrap."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    def refuse(what: str):
+        def call(*args: object, **kwargs: object) -> None:
+            raise AssertionError(
+                f"{request.node.nodeid} is in the unit tier but {what}: mark it (bwrap/root/engine/"
+                "tools/integration) or list its module in tests/support/tiers.py PROCESS_MODULES")
+        return call
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse("starts a process"))
+    for name in ("fork", "posix_spawn", "posix_spawnp"):
+        monkeypatch.setattr(os, name, refuse("starts a process"))
+    monkeypatch.setattr(socket.socket, "listen", refuse("listens on a socket"))
+
+
 @pytest.fixture
 def harbor_dir() -> Path:
     """The real Harbor task directories (third-party, not bundled): ../shared/fixtures/harbor."""

@@ -14,6 +14,7 @@ from farm.agent.llm import LLMClient
 from farm.agent.policies.server import PolicyServer, start_policy_server
 from farm.config import ModelConfig
 from farm.sandbox.local.sandbox import LocalSandbox
+from tests.support.requirements import require
 
 
 @pytest.fixture
@@ -26,6 +27,7 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 async def sandbox(tmp_path: Path):
     """(sandbox, task): a started real LocalSandbox (bubblewrap) whose workdir is /app."""
+    require("bwrap")  # skip, naming it, where bubblewrap is missing (instead of an error)
     task = make_task(workdir="/app")
     sb = LocalSandbox(task, root_dir=tmp_path / "sbx")
     await sb.start()

@@ -11,10 +11,14 @@ import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from farm.config import load_config
 from farm.run.driver import run_experiment
 from farm.store import ResultStore
+
+# the trials run in local (bubblewrap) sandboxes
+pytestmark = pytest.mark.bwrap
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "resume" / "pre-relayout"
 RUN_ID = "pre-relayout"
