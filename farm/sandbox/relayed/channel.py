@@ -35,9 +35,7 @@ class SandboxOutOfMemoryError(SandboxLostError):
     """The whole container was killed at its memory limit (cgroup v2 kills the group, relay
     included, since Kubernetes 1.28): the trial's own processes used more than the task allows.
     Nothing is left to grade in place. The run layer counts it as a lost sandbox by its type
-    (run/trial.py); ``reason`` names the cause for whoever holds the exception."""
-
-    reason = "oom_killed"
+    (run/trial.py); the message names the container's terminated state."""
 
 
 def agent_killed(exc: BaseException) -> bool:
