@@ -115,6 +115,12 @@ def kill_strays():
     return len(killed)
 
 
+def whole_lines(buffered):
+    """(the complete lines in ``buffered``, what follows the last newline)."""
+    cut = buffered.rfind(b"\n") + 1
+    return buffered[:cut], buffered[cut:]
+
+
 def killed_and_gone(killed, table):
     """Killed processes still listed: zombies the reaper has not collected yet (or gone since)."""
     return {pid for pid in killed & set(table) if proctable.is_zombie(pid)}
@@ -199,11 +205,9 @@ class Relay:
                 os.close(inc.stdout)
                 return  # the reaper decides what the agent's end means
             # whole lines only: a client that attaches late must never see half a response
-            pending += data
-            cut = pending.rfind(b"\n")
-            if cut < 0:
+            data, pending = whole_lines(pending + data)
+            if not data:
                 continue
-            data, pending = pending[: cut + 1], pending[cut + 1:]
             with self.lock:
                 for line in data.split(b"\n")[:-1]:
                     m = _RESPONSE_HEAD.match(line)
@@ -222,11 +226,9 @@ class Relay:
             if not data:
                 break
             # forward whole lines only, so a stream cut mid-line never splices two requests
-            pending += data
-            cut = pending.rfind(b"\n")
-            if cut < 0:
+            chunk, pending = whole_lines(pending + data)
+            if not chunk:
                 continue
-            chunk, pending = pending[: cut + 1], pending[cut + 1:]
             with self.lock:
                 if self.client is not conn:
                     break
