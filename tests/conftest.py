@@ -12,6 +12,7 @@ import pytest
 
 from tests.shared import shared_path
 from tests.support.endpoints import free_port
+from tests.support.podman import prepare_podman
 from tests.support.requirements import marked_needs, missing, skip_message
 from tests.support.tiers import is_unit
 
@@ -69,6 +70,13 @@ def _unit_tests_stay_in_process(request: pytest.FixtureRequest, monkeypatch: pyt
 def harbor_dir() -> Path:
     """The real Harbor task directories (third-party, not bundled): ../shared/fixtures/harbor."""
     return shared_path("fixtures", "harbor")
+
+
+@pytest.fixture(scope="module")
+def podman_env() -> dict[str, str]:
+    """podman as root with its containers.conf and images (tests/support/podman.py); here because
+    tests in tests/sandbox and tests/agent both use it."""
+    return prepare_podman()
 
 
 # -- a real S3 server on loopback ------------------------------------------------------------

@@ -23,7 +23,7 @@ from farm.agent.execution import ToolCall, ToolExecutor
 from farm.config import CHOICES, AgentConfig
 from farm.sandbox.base import Sandbox
 from farm.sandbox.relayed import manifests as m
-from tests.sandbox.docker.test_podman import PodmanBackend, _task, podman_env  # noqa: F401 - podman_env is a fixture
+from tests.support.podman import PodmanBackend, podman_task
 
 CASES = load_corpus()
 COMPATS = ("leaf-2609", "leaf-legacy", "farm-safe")
@@ -104,7 +104,7 @@ async def test_replay_matches_the_vendor(sandbox, compat):
 @pytest.mark.usefixtures("podman_env")
 @pytest.mark.parametrize("compat", COMPATS)
 async def test_replay_sample_matches_the_vendor_in_a_container(compat):
-    sb = PodmanBackend().make(_task(network="no-network", workdir="/app"), "no-network")
+    sb = PodmanBackend().make(podman_task(network="no-network", workdir="/app"), "no-network")
     await sb.start()
     try:
         await _replay_and_compare(sb, compat, _sample(), python=m.PYTHON)  # the toolbox's own Python
@@ -120,12 +120,11 @@ async def test_replay_sample_matches_the_vendor_in_a_container(compat):
 async def test_replay_sample_matches_the_vendor_in_an_emulated_pod(compat, tmp_path):
     # under farm-safe this found that in a pod (no jail's init) a timed-out call's killed child
     # stayed a zombie until the agent's next reaper round, so `kill -0` still called it alive
-    from tests.sandbox.kubernetes.test_emulator_conformance import EmulatorBackend
-    from tests.sandbox.kubernetes.test_kubernetes_backend import _image_task
+    from tests.support.kubernetes import EmulatorBackend, image_task
 
     cluster = EmulatorBackend(tmp_path / "emulator")
     try:
-        sb = cluster.make(_image_task(network="no-network"), "no-network")
+        sb = cluster.make(image_task(network="no-network"), "no-network")
         await sb.start()
         try:
             await _replay_and_compare(sb, compat, _sample(), python=m.PYTHON)

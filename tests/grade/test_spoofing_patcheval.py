@@ -2,17 +2,15 @@
 is applied by the task's own fix-run.sh in a fresh sandbox, which then runs the proof of concept;
 resolved iff fix-run.sh exits 0.
 
-The workspace is built here as PatchEval images lay it out (the repository under /workspace next
-to the grader's payload: fix-run.sh, the PoC, the reference fix), since no PatchEval image can
-be pulled here; the real rows and logs are covered by tests/tasks/test_patcheval.py. Real parts:
-bubblewrap, git, the agent phase's payload hiding, patch capture, fix-run.sh in a fresh sandbox.
-No patch here fixes the vulnerability; every one must end unresolved.
+The workspace is built on disk (tests/support/patcheval.py) as PatchEval images lay it out (the
+repository under /workspace next to the grader's payload: fix-run.sh, the PoC, the reference fix),
+since no PatchEval image can be pulled here; the real rows and logs are covered by
+tests/tasks/test_patcheval.py. Real parts: bubblewrap, git, the agent phase's payload hiding, patch
+capture, fix-run.sh in a fresh sandbox. No patch here fixes the vulnerability; every one must end unresolved.
 """
 
 from __future__ import annotations
 
-import subprocess
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,72 +18,10 @@ import pytest
 from farm.grade import patcheval as pe
 from farm.grade.patch import capture_patch
 from farm.sandbox.local.sandbox import LocalSandbox
-from farm.tasks.model import BuildStep, Environment, Task, VerifierSpec
-from farm.tasks.patcheval import load_patcheval_rows
+from farm.tasks.model import Task
+from tests.support.patcheval import FIXED, patcheval_task
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.tools("git")]
-
-VULNERABLE = "def safe_join(root, name):\n    return root + '/' + name\n"
-FIXED = ("def safe_join(root, name):\n    if '..' in name.split('/'):\n        raise ValueError(name)\n"
-         "    return root + '/' + name\n")
-# PatchEval's fix-run.sh shape: apply the patch, run the PoC, print the verdict lines, exit with it
-FIX_RUN = """#!/bin/bash
-cd {repo}
-git apply --whitespace=nowarn /workspace/fix.patch || {{ echo "error: patch does not apply"; exit 1; }}
-python3 /workspace/poc_test.py
-rc=$?
-if [ $rc -eq 0 ]; then echo "[PoC RESULT]: True"; else echo "[PoC RESULT]: False"; fi
-exit $rc
-"""
-POC = """import sys
-sys.path.insert(0, "{repo}")
-from app import safe_join
-try:
-    safe_join("/srv", "../etc/passwd")
-except ValueError:
-    sys.exit(0)
-print("traversal not blocked")
-sys.exit(1)
-"""
-
-
-def _git(path: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=path, check=True,
-                   capture_output=True)
-
-
-ROWS = Path(__file__).resolve().parents[1] / "fixtures" / "grading" / "patcheval_verified_rows.jsonl"
-
-
-def _task(tmp_path: Path, *, root_repo: bool = False, row: str | None = None) -> Task:
-    """A PatchEval task over a workspace built here; with ``row``, the task the real dataset row
-    of that CVE loads to (its id, instruction, repository name), on that workspace."""
-    real = None
-    if row is not None:
-        (real,) = [t for t in load_patcheval_rows(ROWS).tasks if t.task_id == row]
-    name = real.metadata["repo_name"] if real is not None else "proj"
-    ws = tmp_path / "ctx" / "workspace"
-    repo = ws if root_repo else ws / name
-    repo.mkdir(parents=True)
-    (repo / "app.py").write_text(VULNERABLE)
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "vulnerable")
-    if real is not None:  # a second repository beside it: the named one must be the one found
-        (ws / "vendor").mkdir(parents=True)
-        _git(ws / "vendor", "init", "-q")
-    repo_path = "/workspace" if root_repo else f"/workspace/{name}"
-    (ws / "fix-run.sh").write_text(FIX_RUN.format(repo=repo_path))
-    (ws / "poc_test.py").write_text(POC.format(repo=repo_path))
-    (ws / "fix.patch").write_text("the reference fix\n")
-    env = Environment(workdir="/workspace", build_context=tmp_path / "ctx",
-                      build_steps=(BuildStep("copy", "workspace", "/workspace"),))
-    if real is not None:
-        return replace(real, environment=env, verifier_timeout_s=60)
-    return Task(benchmark="patcheval", task_id="CVE-2099-0001", instruction="", environment=env,
-                verifier=VerifierSpec(protocol="patcheval"), verifier_timeout_s=60,
-                agent_network="no-network", verifier_network="no-network", metadata={"repo_name": "proj"})
-
 
 async def _agent_patch(tmp_path: Path, task: Task, command: str) -> str:
     """The agent phase as a trial runs it: payload hidden, the agent's command, the patch captured."""
@@ -136,7 +72,7 @@ ATTACKS = {
 
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 async def test_a_spoofing_agent_is_never_resolved(tmp_path: Path, attack: str) -> None:
-    task = _task(tmp_path)
+    task = patcheval_task(tmp_path)
     patch = await _agent_patch(tmp_path, task, ATTACKS[attack])
     verdict = await _grade(tmp_path, task, patch)
     assert (verdict.resolved, verdict.reward) == (False, 0.0), verdict.output
@@ -154,7 +90,7 @@ ROOT_ATTACKS = {
 
 @pytest.mark.parametrize("attack", sorted(ROOT_ATTACKS))
 async def test_a_patch_that_edits_the_graders_own_files_is_refused(tmp_path: Path, attack: str) -> None:
-    task = _task(tmp_path, root_repo=True)
+    task = patcheval_task(tmp_path, root_repo=True)
     patch = await _agent_patch(tmp_path, task, ROOT_ATTACKS[attack])
     assert patch  # the edit is in the captured patch
     verdict = await _grade(tmp_path, task, patch)
@@ -164,7 +100,7 @@ async def test_a_patch_that_edits_the_graders_own_files_is_refused(tmp_path: Pat
 
 @pytest.mark.parametrize("attack", ["fake_passed_lines", "edits_the_tests_it_can_reach", None])
 async def test_the_real_jupyter_notebook_row_grades_its_own_repository(tmp_path: Path, attack: str | None) -> None:
-    task = _task(tmp_path, row="CVE-2020-26215")
+    task = patcheval_task(tmp_path, row="CVE-2020-26215")
     assert task.metadata["repo_name"] == "notebook" and task.task_id in task.instruction
     command = ATTACKS[attack] if attack else f"cat > app.py <<'PYEOF'\n{FIXED}PYEOF"
     patch = await _agent_patch(tmp_path, task, command)
@@ -173,7 +109,7 @@ async def test_the_real_jupyter_notebook_row_grades_its_own_repository(tmp_path:
 
 
 async def test_a_deleted_poc_is_still_run_from_the_fresh_image(tmp_path: Path) -> None:
-    task = _task(tmp_path, root_repo=True)
+    task = patcheval_task(tmp_path, root_repo=True)
     patch = await _agent_patch(tmp_path, task, "rm poc_test.py fix-run.sh && echo '# looked at it' >> app.py")
     assert "poc_test.py" not in patch  # an untracked file's removal is no part of a git patch
     verdict = await _grade(tmp_path, task, patch)
@@ -184,7 +120,7 @@ async def test_a_deleted_poc_is_still_run_from_the_fresh_image(tmp_path: Path) -
 @pytest.mark.parametrize("root_repo", [False, True])
 async def test_the_honest_fix_resolves(tmp_path: Path, root_repo: bool) -> None:
     # the suite's control: the same capture and grader resolve a real fix
-    task = _task(tmp_path, root_repo=root_repo)
+    task = patcheval_task(tmp_path, root_repo=root_repo)
     patch = await _agent_patch(tmp_path, task, f"cat > app.py <<'PYEOF'\n{FIXED}PYEOF")
     verdict = await _grade(tmp_path, task, patch)
     assert (verdict.resolved, verdict.reward, verdict.failure_type) == (True, 1.0, None), verdict.output

@@ -23,7 +23,7 @@ from tests.shared import shared_path
 from tests.support.verifier_cache import ensure_cache
 
 REPO = Path(__file__).resolve().parents[2]
-BARE_IMAGE = "localhost/farm-test-base:bookworm"  # tests/sandbox/docker/test_podman.py makes it: Debian, no python
+BARE_IMAGE = "localhost/farm-test-base:bookworm"  # tests/support/podman.py makes it: Debian, no python
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +94,7 @@ def _podman(*args: str) -> subprocess.CompletedProcess:
 def test_the_relocated_python_runs_pytest_offline_in_an_image_without_python(verifier_cache: Path,
                                                                               tmp_path: Path) -> None:
     if _podman("image", "exists", BARE_IMAGE).returncode != 0:
-        pytest.skip(f"{BARE_IMAGE} is absent (tests/sandbox/docker/test_podman.py makes it)")
+        pytest.skip(f"{BARE_IMAGE} is absent (tests/support/podman.py makes it)")
     (tmp_path / "test_x.py").write_text(
         "import ssl, sqlite3, ctypes, lzma\n\ndef test_ok():\n    assert ssl.OPENSSL_VERSION\n")
     script = (

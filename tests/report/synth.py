@@ -65,3 +65,36 @@ def matrix_run(run_id: str, bench: str, outcomes: dict[str, str], *, model: str 
             if ch != ".":
                 trials.append(trial(run_id, bench, task, seed, letters[ch], arm=arm, model=model, **extra))
     return run_data(run_id, plan_table(run_id, bench, list(outcomes), seeds, [arm], model), trials, model=model)
+
+
+# --- an ablation run (base vs parallel tool calls) ---------------------------------------
+
+ARMS = [
+    {"name": "base", "overrides": []},
+    {"name": "parallel", "overrides": ["model.parallel_tool_calls=true", "agent.tool_execution=concurrent"]},
+]
+BASE = {"t1": "RR", "t2": "RU", "t3": "UU", "t4": "UU"}
+PAR = {"t1": "RR", "t2": "RR", "t3": "RU", "t4": "RR"}
+
+
+def ablation_run() -> RunData:
+    """Two arms over four tasks and two seeds, outcomes chosen so every ablation figure can be
+    counted by hand (test_report_ablation.py does)."""
+    trials, steps = [], []
+    for arm, table in (("base", BASE), ("parallel", PAR)):
+        for task, row in table.items():
+            for seed, ch in enumerate(row):
+                st = "resolved" if ch == "R" else "unresolved"
+                if arm == "base":
+                    trials.append(trial("r", "b", task, seed, st, arm=arm, steps=10, prompt_tokens=1000,
+                                        completion_tokens=100, wall_s=60.0, tool_calling_turns=10,
+                                        parallel_call_turns=1))
+                else:
+                    # no per-trial counts: the steps table must fill them in
+                    trials.append(trial("r", "b", task, seed, st, arm=arm, steps=3, prompt_tokens=500,
+                                        completion_tokens=50, wall_s=30.0))
+                    for i, n in enumerate((2, 1, 0)):
+                        steps.append(StepRow(run_id="r", trial_key=key("r", "b", task, seed, arm), attempt=1,
+                                             step=i, n_tool_calls=n))
+    plan = plan_table("r", "b", list(BASE), [0, 1], ["base", "parallel"], "m")
+    return run_data("r", plan, trials, steps, arms=ARMS)

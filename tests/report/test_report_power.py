@@ -13,8 +13,7 @@ from farm.report.claims import load_claims
 from farm.report.power import PowerOptions, mdd_pts, power_row, seeds_needed, task_floor_pts, variance_parts
 from farm.report.tables import ReportOptions, compute
 
-from .synth import matrix_run
-from .test_report_ablation import ablation_run
+from .synth import ablation_run, matrix_run
 
 # 50 copies of four tasks whose seeds resolve 3/3, 2/3, 1/3, 0/3: T = 200, k = 3.
 PATTERN = ([1, 1, 1], [1, 1, 0], [1, 0, 0], [0, 0, 0])
@@ -148,7 +147,7 @@ def test_report_shows_the_planner_for_claims_and_ablation_arms():
     shown = [r for r in verdicts.rows if r["benchmark"] == "swebench_verified"]
     assert shown[0]["power_mdd_pts"] == claim["power_mdd_pts"]
     arm = next(r for r in table.rows if r["kind"] == "ablation")
-    # paired differences parallel - base: t1 00, t2 01, t3 10, t4 11 (BASE/PAR of the ablation test)
+    # paired differences parallel - base: t1 00, t2 01, t3 10, t4 11 (BASE/PAR of synth.ablation_run)
     d = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=float)
     within = np.mean([0, 0.5, 0.5, 0])
     means_var = np.var([0, 0.5, 0.5, 1], ddof=1)

@@ -18,8 +18,7 @@ from farm.report.tables import ReportOptions
 from farm.store import STEPS_SCHEMA, TRIALS_SCHEMA, ResultStore, StepRow
 from farm.store.schema import to_table
 
-from .synth import matrix_run, plan_table, run_data, trial
-from .test_report_ablation import ablation_run
+from .synth import ablation_run, matrix_run, plan_table, run_data, trial
 
 FAST = ReportOptions(bootstrap=300)
 

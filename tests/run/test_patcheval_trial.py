@@ -20,8 +20,7 @@ from farm.config import load_config
 from farm.run.plan import TrialSpec
 from farm.run.trial import run_trial
 from farm.sandbox.registry import open_sandbox
-
-from ..grade.test_spoofing_patcheval import FIXED, _task
+from tests.support.patcheval import FIXED, patcheval_task
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.tools("git")]
 
@@ -33,7 +32,7 @@ COMMIT = "\ngit add -A && git -c user.email=a@b -c user.name=a commit -qm fix"
     (False, WRITE_FIX), (False, WRITE_FIX + COMMIT), (True, WRITE_FIX + COMMIT),
 ], ids=["nested", "nested-committed", "root-committed"])
 def test_a_patcheval_fix_resolves_through_the_trial(tmp_path: Path, root_repo: bool, command: str) -> None:
-    task = _task(tmp_path, root_repo=root_repo)
+    task = patcheval_task(tmp_path, root_repo=root_repo)
     repo = "/workspace" if root_repo else "/workspace/proj"
     script = tmp_path / "fix.yaml"
     script.write_text(yaml.safe_dump([

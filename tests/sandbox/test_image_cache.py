@@ -8,7 +8,6 @@ Terminal-Bench run's cache) are never touched.
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -19,22 +18,14 @@ import pytest
 from farm.sandbox.images import cache as image_cache
 from farm.sandbox.images import ensure, plan
 from farm.tasks.model import Task
-
-from .docker import test_podman
-from .test_images import harbor_task
-
-BASE_IMAGE = test_podman.BASE_IMAGE
-podman_env = test_podman.podman_env
+from tests.support.images import harbor_task
+from tests.support.podman import BASE_IMAGE, podman
 
 pytestmark = pytest.mark.integration
 
 
-def _podman(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=120)
-
-
 def _exists(ref: str) -> bool:
-    return _podman("image", "exists", ref).returncode == 0
+    return podman("image", "exists", ref).returncode == 0
 
 
 @pytest.fixture
@@ -43,9 +34,9 @@ def made() -> Any:
     out: dict[str, list[str]] = {"tags": [], "containers": []}
     yield out
     for c in out["containers"]:
-        _podman("rm", "-f", c)
+        podman("rm", "-f", c)
     for tag in out["tags"]:
-        _podman("rmi", "-f", tag)
+        podman("rmi", "-f", tag)
 
 
 def _built(root: Path, name: str, made: dict[str, list[str]], marker: str = "") -> tuple[Task, str]:
@@ -66,7 +57,7 @@ def test_eviction_removes_the_oldest_build_first_and_spares_the_kept_tag_and_ima
     _, oldest_free = _built(tmp_path, f"{run}-old", made)
     _, middle = _built(tmp_path, f"{run}-mid", made)
     container = f"farm-test-{run}"
-    assert _podman("create", "--name", container, in_use, "true").returncode == 0
+    assert podman("create", "--name", container, in_use, "true").returncode == 0
     made["containers"].append(container)
     # The disk counts as full until the oldest removable build is gone: eviction must stop there.
     monkeypatch.setattr(image_cache, "free_bytes", lambda _p: 10 if _exists(oldest_free) else 10 ** 15)

@@ -13,28 +13,10 @@ from farm.errors import ConfigError, UnsupportedTaskError
 from farm.sandbox.images.ensure import failing_step
 from farm.sandbox.images.plan import build_digest, plan_image, registry_prefix, task_build_tag, task_tag
 from farm.sandbox.local.policy import plan_local
-from farm.tasks.harbor import load_harbor_task
-from farm.tasks.model import Task
+from tests.support.images import harbor_task
 from tests.support.tasks import make_task
 
 DIGEST = "0123456789abcdef" * 4
-
-
-def harbor_task(root: Path, dockerfile: str, *, docker_image: str | None = None, files: dict[str, str] | None = None,
-                name: str = "t") -> Task:
-    """A Harbor task directory on disk, loaded by farm's own loader."""
-    d = root / name
-    (d / "environment").mkdir(parents=True, exist_ok=True)
-    (d / "tests").mkdir(exist_ok=True)
-    image = f'docker_image = "{docker_image}"\n' if docker_image else ""
-    (d / "task.toml").write_text(f'version = "1.0"\n[environment]\n{image}')
-    (d / "instruction.md").write_text("do it\n")
-    (d / "tests" / "test.sh").write_text("#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n")
-    (d / "environment" / "Dockerfile").write_text(dockerfile)
-    for rel, text in (files or {}).items():
-        (d / "environment" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (d / "environment" / rel).write_text(text)
-    return load_harbor_task(d, "bench")
 
 
 # --- the tag --------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """`farm images check` on a real engine (podman as root, runc): what each task's image would be,
-without a pull or a build. The tasks build on the bare Debian image of tests/sandbox/docker/test_podman.py;
+without a pull or a build. The tasks build on the bare Debian image of tests/support/podman.py;
 every tag a test makes is removed after it.
 """
 
@@ -16,15 +16,8 @@ from farm.config import DockerSandboxConfig
 from farm.errors import ConfigError
 from farm.sandbox.images import engine, ensure, plan
 from farm.sandbox.images.check import ABSENT, NOT_CHECKED, PRESENT, UNREACHABLE, check_task, check_tasks
-
-from . import test_images_podman
-from .docker import test_podman
-from .test_images import harbor_task
-from .test_images_podman import UNPULLABLE, _podman
-
-BASE_IMAGE = test_podman.BASE_IMAGE
-podman_env = test_podman.podman_env
-tags = test_images_podman.tags  # the fixture: every tag a test makes is removed after it
+from tests.support.images import harbor_task
+from tests.support.podman import BASE_IMAGE, UNPULLABLE, podman
 
 
 def _cfg(pull: str = "missing") -> DockerSandboxConfig:
@@ -36,7 +29,7 @@ async def test_a_present_image_is_reported_with_its_id_and_nothing_is_pulled_or_
         podman_env: dict[str, str], tmp_path: Path) -> None:
     task = harbor_task(tmp_path, f"FROM {BASE_IMAGE}\nRUN true\n", docker_image=BASE_IMAGE, name="named")
     row = await check_task("podman", task, _cfg(), "pull")
-    base_id = _podman("image", "inspect", "--format", "{{.Id}}", BASE_IMAGE).stdout.strip()
+    base_id = podman("image", "inspect", "--format", "{{.Id}}", BASE_IMAGE).stdout.strip()
     assert row.ok and row.plan == "pull" and row.status == "pull: present"
     assert row.named is not None and (row.named.ref, row.named.state) == (BASE_IMAGE, PRESENT)
     assert row.named.image_id == base_id and row.tag is None and row.bases == []
@@ -49,7 +42,7 @@ async def test_a_present_image_is_reported_with_its_id_and_nothing_is_pulled_or_
     assert offline.ok and offline.named is not None and offline.named.state == NOT_CHECKED
     never = await check_task("podman", gone, _cfg("never"), "pull")
     assert not never.ok and never.named is not None and never.named.state == ABSENT and "pull=never" in never.why
-    assert _podman("image", "exists", UNPULLABLE).returncode != 0  # nothing was pulled
+    assert podman("image", "exists", UNPULLABLE).returncode != 0  # nothing was pulled
 
 
 @pytest.mark.integration
@@ -60,7 +53,7 @@ async def test_a_build_plan_names_its_tag_bases_and_instructions_and_sees_a_cach
     ctx = tmp_path / "standin"
     ctx.mkdir()
     (ctx / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nLABEL {engine.STANDIN_LABEL}=true\n")
-    assert _podman("build", "--pull=never", "-t", standin, str(ctx)).returncode == 0
+    assert podman("build", "--pull=never", "-t", standin, str(ctx)).returncode == 0
     dockerfile = (f"FROM {BASE_IMAGE} AS tools\nRUN echo tool > /tool\n"
                   f"FROM {standin}\nCOPY --from=tools /tool /tool\nWORKDIR /app\nENV A=1\nRUN true\n")
     task = harbor_task(tmp_path, dockerfile, docker_image=UNPULLABLE, name=f"t{uuid.uuid4().hex[:8]}")
@@ -73,7 +66,7 @@ async def test_a_build_plan_names_its_tag_bases_and_instructions_and_sees_a_cach
     assert [(b.ref, b.state, b.standin) for b in row.bases] == [(BASE_IMAGE, PRESENT, False),
                                                                  (standin, PRESENT, True)]
     assert row.instructions == ["FROM", "RUN", "COPY", "WORKDIR", "ENV"]
-    assert _podman("image", "exists", tag).returncode != 0  # a check builds nothing
+    assert podman("image", "exists", tag).returncode != 0  # a check builds nothing
     await ensure.build_image("podman", task, pull="never")
     again = await check_task("podman", task, _cfg("never"), "build")
     assert again.ok and again.cached and again.status == "build: cached" and again.plan == "build"

@@ -17,9 +17,9 @@ from farm.errors import UnsupportedTaskError
 from farm.sandbox.images.plan import task_build_tag
 from farm.sandbox.kubernetes.sandbox import BACKEND, KubernetesSandbox
 from farm.tasks.model import Task
+from tests.support.images import harbor_task
 
 from .kubernetes.fake_cluster import FakeCoreV1Api, FakeExecStream, FakeNetworkingV1Api
-from .test_images import harbor_task
 
 REGISTRY = "registry.example.com:5000/farm"
 # fails if replayed: a pod that starts proves the image was trusted to hold the build

@@ -1,6 +1,6 @@
 """sandbox=docker builds the task's own Dockerfile on a real engine (podman, as root, runc).
 
-Each test builds a tiny Dockerfile on the bare Debian image of tests/sandbox/docker/test_podman.py with
+Each test builds a tiny Dockerfile on the bare Debian image of tests/support/podman.py with
 ``--pull=never`` (nothing is fetched) under a task id of its own, and removes its tags after.
 """
 
@@ -20,27 +20,10 @@ from farm.sandbox.base import SandboxStartError
 from farm.sandbox.docker.sandbox import ContainerSandbox
 from farm.sandbox.images import engine, ensure, plan
 from farm.tasks.model import Task
-
-from .docker import test_podman
-from .test_images import harbor_task
-
-BASE_IMAGE, TOOLBOX_IMAGE = test_podman.BASE_IMAGE, test_podman.TOOLBOX_IMAGE
-podman_env = test_podman.podman_env  # the fixture: podman as root with its containers.conf and images
+from tests.support.images import harbor_task
+from tests.support.podman import BASE_IMAGE, TOOLBOX_IMAGE, UNPULLABLE, podman
 
 pytestmark = pytest.mark.integration
-UNPULLABLE = "localhost:1/farm-nope:1"  # nothing listens on port 1: the pull fails in seconds
-
-
-def _podman(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=120)
-
-
-@pytest.fixture
-def tags() -> Any:
-    made: list[str] = []
-    yield made
-    for tag in made:
-        _podman("rmi", "-f", tag)
 
 
 @pytest.fixture(autouse=True)
@@ -127,7 +110,7 @@ async def test_a_failing_run_is_an_image_build_error_with_step_and_log_and_is_no
     assert "RUN echo broken >&2; exit 3" in str(e.value) and "exited with code" in str(e.value)
     log = sb.stats.artifacts[ensure.LOG_ARTIFACT].decode()
     assert "about to fail" in log and "broken" in log
-    assert _podman("container", "exists", sb.name).returncode != 0
+    assert podman("container", "exists", sb.name).returncode != 0
     again = _sandbox(task, policy="build", run_id=run)
     t0 = time.monotonic()
     with pytest.raises(SandboxStartError, match="failed earlier in this process; not rebuilt") as e2:
@@ -152,7 +135,7 @@ async def test_pull_policy_never_builds_and_pull_or_build_prefers_a_present_imag
     with pytest.raises(SandboxStartError) as e:
         await _sandbox(task, policy="pull", pull="missing").start()
     assert e.value.reason == "image_pull" and UNPULLABLE in str(e.value)
-    assert _podman("image", "exists", tags[-1]).returncode != 0  # nothing was built
+    assert podman("image", "exists", tags[-1]).returncode != 0  # nothing was built
 
     present = _task(tmp_path, f"FROM {BASE_IMAGE}\nRUN touch /from-the-dockerfile\n", tags, docker_image=BASE_IMAGE)
     sb = _sandbox(present)
@@ -162,7 +145,7 @@ async def test_pull_policy_never_builds_and_pull_or_build_prefers_a_present_imag
         assert (await sb.exec("test -e /from-the-dockerfile || echo absent")).stdout.strip() == "absent"
     finally:
         await sb.close()
-    assert _podman("image", "exists", tags[-1]).returncode != 0
+    assert podman("image", "exists", tags[-1]).returncode != 0
 
 
 async def test_a_build_on_a_standin_base_is_marked(podman_env: dict[str, str], tmp_path: Path,
@@ -172,7 +155,7 @@ async def test_a_build_on_a_standin_base_is_marked(podman_env: dict[str, str], t
     ctx = tmp_path / "standin"
     ctx.mkdir()
     (ctx / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nLABEL {engine.STANDIN_LABEL}=true\n")
-    assert _podman("build", "--pull=never", "-t", standin, str(ctx)).returncode == 0
+    assert podman("build", "--pull=never", "-t", standin, str(ctx)).returncode == 0
     task = _task(tmp_path, f"FROM {standin}\nRUN true\n", tags)
     sb = _sandbox(task, policy="build")
     await sb.start()
@@ -259,7 +242,7 @@ def test_farm_images_build_push_serves_the_tag_a_cluster_runs(
     listed = httpx.get(f"http://{registry}/v2/{repo}/tags/list", timeout=10).json()
     assert listed["tags"] == [tag] and tag == local.rsplit(":", 1)[1]
     # what the registry serves is the local build: pulled back, it is the same image
-    built_id = _podman("image", "inspect", "--format", "{{.Id}}", local).stdout.strip()
-    assert _podman("rmi", remote).returncode == 0
-    assert _podman("pull", remote).returncode == 0
-    assert _podman("image", "inspect", "--format", "{{.Id}}", remote).stdout.strip() == built_id
+    built_id = podman("image", "inspect", "--format", "{{.Id}}", local).stdout.strip()
+    assert podman("rmi", remote).returncode == 0
+    assert podman("pull", remote).returncode == 0
+    assert podman("image", "inspect", "--format", "{{.Id}}", remote).stdout.strip() == built_id

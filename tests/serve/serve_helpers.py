@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import signal
 import subprocess
@@ -67,3 +68,13 @@ def stop_process(proc: subprocess.Popen, timeout_s: float = 60.0) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # its own session: only what it started
         proc.wait(timeout=30)
+
+
+# the four marker tokens: a large logit bias makes the tiny model spell each as its single token,
+# which the streaming parser matches by id (see test_tiny_cpu_integration.py)
+MARKERS = ("<think>", "</think>", "<tool_call>", "</tool_call>")
+
+
+def marker_bias(model_dir: Path) -> dict[str, int]:
+    added = json.loads((model_dir / "tokenizer.json").read_text())["added_tokens"]
+    return {str(t["id"]): 100 for t in added if t["content"] in MARKERS}

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from serve_helpers import free_port, serve_env
-from test_tiny_cpu_integration import marker_bias
+from serve_helpers import free_port, marker_bias, serve_env
 
 pytestmark = pytest.mark.integration
 

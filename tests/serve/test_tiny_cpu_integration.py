@@ -23,7 +23,7 @@ import httpx
 import pytest
 import yaml
 from openai import OpenAI
-from serve_helpers import serve_env
+from serve_helpers import marker_bias, serve_env
 
 pytestmark = pytest.mark.integration
 
@@ -45,14 +45,6 @@ WANT_CALLS = [("Bash", {"command": "ls -la", "timeout": 30}), ("Read", {"file_pa
 
 def client(server) -> OpenAI:
     return OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=120)
-
-
-MARKERS = ("<think>", "</think>", "<tool_call>", "</tool_call>")
-
-
-def marker_bias(model_dir: Path) -> dict[str, int]:
-    added = json.loads((model_dir / "tokenizer.json").read_text())["added_tokens"]
-    return {str(t["id"]): 100 for t in added if t["content"] in MARKERS}
 
 
 def forced(server, text: str = FORCED) -> dict:

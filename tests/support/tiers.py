@@ -23,7 +23,7 @@ HEAVY_FIXTURES = frozenset({
     "demo_runs",  # tests/report/conftest.py: two real runs in bubblewrap sandboxes
     "s3_endpoint", "s3_bucket",  # tests/conftest.py: a moto S3 server process
     "tiny_server", "tiny_model_dir",  # tests/serve/conftest.py: a serving process and its model
-    "podman_env",  # tests/sandbox/docker/test_podman.py: podman as root
+    "podman_env",  # tests/conftest.py (tests/support/podman.py): podman as root
 })
 
 # test modules (by file name, so that moving one between folders keeps it classified) that

@@ -10,9 +10,6 @@ container runtime and that task images need no Python of their own.
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -28,83 +25,23 @@ from farm.sandbox.docker.sandbox import ContainerSandbox
 from farm.sandbox.relayed import manifests as m
 from farm.sandbox.relayed.sandbox import INSIDE_SRC
 from farm.tasks.model import Task
-from tests.support.requirements import require
-from tests.support.tasks import make_task
+from tests.support.podman import BASE_IMAGE, TOOLBOX_IMAGE, PodmanBackend, podman_task, run_command
 
 from ..conformance import SandboxConformance
 
 pytestmark = pytest.mark.integration
 
-WORK = Path(os.environ.get("FARM_PODMAN_WORKDIR", "/var/tmp/farm-k8s"))
-BASE_IMAGE = "localhost/farm-test-base:bookworm"
-TOOLBOX_IMAGE = "localhost/farm-toolbox:test"
-TOOLBOX_DIR = Path(__file__).resolve().parents[3] / "infra" / "k8s" / "toolbox"
-# podman as root here: runc, and ulimits below the machine's hard limit
-CONTAINERS_CONF = """\
-[containers]
-default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
-log_driver = "k8s-file"
-[engine]
-runtime = "{runtime}"
-events_logger = "file"
-"""
-
-
-def _run(*args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, env=env)
-
-
-def _image_exists(name: str) -> bool:
-    return _run("podman", "image", "exists", name).returncode == 0
-
-
-@pytest.fixture(scope="module")
-def podman_env() -> dict[str, str]:
-    require("engine", "root")
-    runtime = "runc" if shutil.which("runc") else "crun"
-    WORK.mkdir(parents=True, exist_ok=True)
-    conf = WORK / "containers.conf"
-    conf.write_text(CONTAINERS_CONF.format(runtime=runtime))
-    env = {**os.environ, "CONTAINERS_CONF": str(conf)}
-    os.environ["CONTAINERS_CONF"] = str(conf)  # ContainerSandbox's engine calls inherit it
-    if not _image_exists(BASE_IMAGE):
-        rootfs = WORK / "rootfs-minbase"
-        if not (rootfs / "bin").exists():
-            if shutil.which("debootstrap") is None:
-                pytest.skip("needs debootstrap (apt-get install debootstrap) to make a base image")
-            res = _run("debootstrap", "--variant=minbase", "bookworm", str(rootfs), "http://deb.debian.org/debian",
-                       timeout=900)
-            if res.returncode != 0:
-                pytest.skip(f"debootstrap failed (no Debian mirror?): {res.stderr[-300:]}")
-        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-        res = subprocess.run(["podman", "import", "-", BASE_IMAGE], stdin=tar.stdout, capture_output=True, env=env)
-        tar.wait()
-        assert res.returncode == 0, res.stderr
-    if not _image_exists(TOOLBOX_IMAGE):
-        res = _run("podman", "build", "--build-arg", f"BASE={BASE_IMAGE}", "-t", TOOLBOX_IMAGE, str(TOOLBOX_DIR),
-                   env=env, timeout=900)
-        if res.returncode != 0:
-            pytest.skip(f"building the toolbox image failed (no Debian mirror?): {res.stderr[-500:]}")
-    assert _run("podman", "run", "--rm", "--entrypoint", "/bin/sh", BASE_IMAGE, "-c",
-                "command -v python3 || echo none", env=env).stdout.strip() == "none"
-    return env
-
-
-def _task(**kw: Any) -> Task:
-    kw.setdefault("image", BASE_IMAGE)
-    return make_task(**kw)
-
 
 async def test_kube_play_runs_the_generated_pod(podman_env: dict[str, str], tmp_path: Path) -> None:
     cfg = KubernetesSandboxConfig(namespace="default", toolbox_image=TOOLBOX_IMAGE)
-    task = _task(workdir="/testbed", env={"FARM_TASK_VAR": "from the manifest"})
+    task = podman_task(workdir="/testbed", env={"FARM_TASK_VAR": "from the manifest"})
     name = m.pod_name("podman", "kube-play", uuid.uuid4().hex)
     pod = m.pod_manifest(task, cfg, name=name, run_id="run-podman", trial_key="k", image=BASE_IMAGE,
                          inside_b64=m.pack_inside(INSIDE_SRC), network="no-network")
     path = tmp_path / "pod.yaml"
     path.write_text(yaml.safe_dump(pod))
     t0 = time.monotonic()
-    res = _run("podman", "kube", "play", str(path), env=podman_env, timeout=180)
+    res = run_command("podman", "kube", "play", str(path), env=podman_env, timeout=180)
     try:
         assert res.returncode == 0, res.stderr
         proc = await asyncio.create_subprocess_exec(
@@ -127,31 +64,7 @@ async def test_kube_play_runs_the_generated_pod(podman_env: dict[str, str], tmp_
         await ch.close()
         print(f"kube play to first answer: {time.monotonic() - t0:.1f} s")
     finally:
-        _run("podman", "kube", "down", str(path), env=podman_env)
-
-
-class PodmanBackend:
-    shares_host_loopback = False
-
-    def __init__(self) -> None:
-        self.cfg = DockerSandboxConfig(engine="podman", toolbox_image=TOOLBOX_IMAGE, pull="never")
-
-    def make(self, task: Task, network: str) -> Sandbox:
-        return ContainerSandbox(task, self.cfg, run_id="run-podman", trial_key=uuid.uuid4().hex, network=network)  # type: ignore[arg-type]
-
-    async def kill_from_outside(self, sandbox: Sandbox) -> None:
-        assert isinstance(sandbox, ContainerSandbox)
-        _run("podman", "kill", sandbox.name)
-
-    def processes(self, sandbox: Sandbox) -> list[Any]:
-        assert isinstance(sandbox, ContainerSandbox)
-        out = _run("podman", "top", sandbox.name, "hpid").stdout.split()
-        return [int(p) for p in out if p.isdigit()] + [sandbox.name]
-
-    def still_running(self, identities: list[Any]) -> list[Any]:
-        left = [p for p in identities if isinstance(p, int) and Path(f"/proc/{p}").exists()]
-        name = [n for n in identities if isinstance(n, str)]
-        return left + [n for n in name if _run("podman", "container", "exists", n).returncode == 0]
+        run_command("podman", "kube", "down", str(path), env=podman_env)
 
 
 class TestPodmanConformance(SandboxConformance):
@@ -164,7 +77,7 @@ class TestPodmanConformance(SandboxConformance):
         made: list[Sandbox] = []
 
         async def make(task: Task | None = None, *, network: str = "no-network", **kw: Any) -> Sandbox:
-            task = task or _task(network=network, **kw)
+            task = task or podman_task(network=network, **kw)
             sb = backend.make(task, network)
             made.append(sb)
             await sb.start()
@@ -204,7 +117,7 @@ async def test_gc_removes_what_dead_runs_left_and_keeps_live_ones(podman_env: di
 
     cfg = DockerSandboxConfig(engine="podman", toolbox_image=TOOLBOX_IMAGE, pull="never", keep_containers=True)
     dead_run = f"crashed run/{uuid.uuid4().hex[:6]}"  # not a valid label value on a pod: kept whole here
-    sandboxes = {run: ContainerSandbox(_task(network="no-network"), cfg, run_id=run, trial_key=uuid.uuid4().hex)
+    sandboxes = {run: ContainerSandbox(podman_task(network="no-network"), cfg, run_id=run, trial_key=uuid.uuid4().hex)
                  for run in (dead_run, "live-run")}
     for sb in sandboxes.values():
         await sb.start()
@@ -220,30 +133,30 @@ async def test_gc_removes_what_dead_runs_left_and_keeps_live_ones(podman_env: di
     try:
         dry = await asyncio.to_thread(gc, section, alive, dry_run=True)
         assert dry.deleted == {"container": [dead.name], "volume": [dead.volume]}
-        assert _run("podman", "container", "exists", dead.name).returncode == 0
+        assert run_command("podman", "container", "exists", dead.name).returncode == 0
         report = await asyncio.to_thread(gc, section, alive)
         assert report.deleted == {"container": [dead.name], "volume": [dead.volume]} and report.dead_runs == {dead_run}
         assert dead_run in asked and report.kept >= 1
-        assert _run("podman", "container", "exists", dead.name).returncode != 0
-        assert _run("podman", "volume", "exists", dead.volume).returncode != 0
-        assert _run("podman", "container", "exists", live.name).returncode == 0
+        assert run_command("podman", "container", "exists", dead.name).returncode != 0
+        assert run_command("podman", "volume", "exists", dead.volume).returncode != 0
+        assert run_command("podman", "container", "exists", live.name).returncode == 0
     finally:
         await live.close()
         for sb in sandboxes.values():
-            _run("podman", "rm", "-f", "-t", "0", sb.name)
-            _run("podman", "volume", "rm", "-f", sb.volume)
+            run_command("podman", "rm", "-f", "-t", "0", sb.name)
+            run_command("podman", "volume", "rm", "-f", sb.volume)
 
 
 async def test_an_image_that_cannot_be_pulled_is_a_start_error_with_reason(podman_env: dict[str, str]) -> None:
     from farm.sandbox.base import SandboxStartError
 
-    sb = ContainerSandbox(_task(image="localhost/farm-no-such-image:1", network="no-network"),
+    sb = ContainerSandbox(podman_task(image="localhost/farm-no-such-image:1", network="no-network"),
                           DockerSandboxConfig(engine="podman", toolbox_image=TOOLBOX_IMAGE, pull="never"),
                           run_id="run-podman", trial_key=uuid.uuid4().hex)
     with pytest.raises(SandboxStartError) as e:
         await sb.start()
     assert e.value.reason == "image_pull", e.value
-    assert _run("podman", "container", "exists", sb.name).returncode != 0
+    assert run_command("podman", "container", "exists", sb.name).returncode != 0
 
 
 # What a command may do under each capability profile: runtime-default is the engine's own set
@@ -259,7 +172,7 @@ async def test_commands_get_the_capability_profile_and_never_the_jails(
         podman_env: dict[str, str], profile: str, chroot_ok: bool, want: dict[str, int],
         absent: dict[str, int]) -> None:
     cfg = DockerSandboxConfig(engine="podman", toolbox_image=TOOLBOX_IMAGE, pull="never", capabilities=profile)
-    sb = ContainerSandbox(_task(), cfg, run_id="run-podman", trial_key=uuid.uuid4().hex, network="no-network")
+    sb = ContainerSandbox(podman_task(), cfg, run_id="run-podman", trial_key=uuid.uuid4().hex, network="no-network")
     await sb.start()
     try:
         assert sb.stats.isolation == "pid-namespace+proc"

@@ -14,8 +14,7 @@ import pytest
 
 from farm.config import DockerSandboxConfig
 from farm.sandbox.docker.sandbox import ContainerSandbox
-
-from .test_podman import TOOLBOX_IMAGE, _task, podman_env  # noqa: F401 (podman_env: a fixture)
+from tests.support.podman import TOOLBOX_IMAGE, podman_task
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +28,7 @@ COUNT = "n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo $n"  # builtins o
 async def test_kill_leftovers_after_a_storm_in_a_container() -> None:
     cfg = DockerSandboxConfig(engine="podman", toolbox_image=TOOLBOX_IMAGE, pull="never",
                               extra_args=["--pids-limit", str(PIDS)])
-    sb = ContainerSandbox(_task(), cfg, run_id="run-podman", trial_key=uuid.uuid4().hex, network="no-network")
+    sb = ContainerSandbox(podman_task(), cfg, run_id="run-podman", trial_key=uuid.uuid4().hex, network="no-network")
     await sb.start()
     try:
         assert sb.stats.isolation == "pid-namespace+proc"

@@ -25,9 +25,8 @@ from farm.sandbox.base import Sandbox
 from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
 from farm.tasks.harbor import load_harbor_dir
 from farm.tasks.model import Task
+from tests.support.kubernetes import FakeClusterBackend
 from tests.support.tasks import CHECK_ANSWER, make_task_dir
-
-from .test_kubernetes_backend import FakeClusterBackend
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.root, pytest.mark.tools("nsenter")]
 

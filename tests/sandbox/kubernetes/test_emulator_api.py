@@ -16,14 +16,14 @@ from kubernetes.client.rest import ApiException
 from farm.sandbox.base import SandboxStartError
 from farm.sandbox.kubernetes.sandbox import load_clients
 from farm.sandbox.relayed import manifests as m
+from tests.support.kubernetes import EmulatorBackend, image_task
 
-from .test_emulator_conformance import EmulatorBackend, emulated, emulated_cluster, pytestmark  # noqa: F401 - the same skip, and the fixtures
-from .test_kubernetes_backend import _image_task
+pytestmark = [pytest.mark.bwrap, pytest.mark.root, pytest.mark.tools("nsenter")]
 
 
 async def test_tool_operations_after_start_cost_no_api_call_on_the_wire(cluster: EmulatorBackend) -> None:
     before = cluster.emu.log.mark()
-    sb = cluster.make(_image_task(network="no-network"), "no-network")
+    sb = cluster.make(image_task(network="no-network"), "no-network")
     await sb.start()
     started = cluster.emu.log.mark()
     seen = [f"{r.verb} {r.resource}" for r in cluster.emu.log.since(before)]
@@ -50,7 +50,7 @@ async def test_tool_operations_after_start_cost_no_api_call_on_the_wire(cluster:
 
 
 async def test_every_object_carries_the_run_scoped_labels(cluster: EmulatorBackend) -> None:
-    sbs = [cluster.make(_image_task(network=net), net, run_id=f"run/{net} with spaces") for net in
+    sbs = [cluster.make(image_task(network=net), net, run_id=f"run/{net} with spaces") for net in
            ("no-network", "public")]
     for sb in sbs:
         await sb.start()
@@ -76,7 +76,7 @@ async def test_every_object_carries_the_run_scoped_labels(cluster: EmulatorBacke
 
 async def test_image_pulls_are_events_and_a_second_pod_finds_the_image_present(cluster: EmulatorBackend) -> None:
     cluster.emu.kubelet_knobs.pull_s_by_image["debian:bookworm"] = 0.4
-    first = cluster.make(_image_task(), "no-network")
+    first = cluster.make(image_task(), "no-network")
     t0 = time.monotonic()
     await first.start()
     assert time.monotonic() - t0 >= 0.4
@@ -84,7 +84,7 @@ async def test_image_pulls_are_events_and_a_second_pod_finds_the_image_present(c
     assert [r for r, _ in reasons] == ["Scheduled", "Pulling", "Pulled", "Pulling", "Pulled", "Created", "Started",
                                        "Created", "Started"], reasons
     assert reasons[3] == ("Pulling", 'Pulling image "debian:bookworm"')
-    second = cluster.make(_image_task(), "no-network")
+    second = cluster.make(image_task(), "no-network")
     await second.start()
     pulled = [e["message"] for e in cluster.emu.events_for(second.name) if e["reason"] == "Pulled"]
     assert pulled[-1] == 'Container image "debian:bookworm" already present on machine'
@@ -94,7 +94,7 @@ async def test_image_pulls_are_events_and_a_second_pod_finds_the_image_present(c
 
 async def test_image_pull_back_off_fails_the_start_and_cleans_up(cluster: EmulatorBackend) -> None:
     cluster.emu.kubelet_knobs.unpullable.add("registry.invalid/nope:1")
-    sb = cluster.make(_image_task(image="registry.invalid/nope:1"), "no-network")
+    sb = cluster.make(image_task(image="registry.invalid/nope:1"), "no-network")
     with pytest.raises(SandboxStartError, match="(ErrImagePull|ImagePullBackOff).*registry.invalid/nope:1") as e:
         await asyncio.wait_for(sb.start(), 30)
     assert e.value.reason == "image_pull"  # type: ignore[attr-defined]
@@ -105,7 +105,7 @@ async def test_image_pull_back_off_fails_the_start_and_cleans_up(cluster: Emulat
 async def test_unschedulable_fails_after_the_grace(cluster: EmulatorBackend) -> None:
     cluster.emu.kubelet_knobs.unschedulable = "0/3 nodes are available: 3 Insufficient memory."
     cluster.cfg.unschedulable_grace_s = 0.5
-    sb = cluster.make(_image_task(), "no-network")
+    sb = cluster.make(image_task(), "no-network")
     with pytest.raises(SandboxStartError, match="unschedulable: 0/3 nodes") as e:
         await asyncio.wait_for(sb.start(), 30)
     assert e.value.reason == "unschedulable"  # type: ignore[attr-defined]
@@ -114,7 +114,7 @@ async def test_unschedulable_fails_after_the_grace(cluster: EmulatorBackend) -> 
 
 async def test_a_500_on_pod_create_is_a_start_error_and_leaves_nothing(cluster: EmulatorBackend) -> None:
     cluster.emu.fail(500, verb="create", resource="pods")
-    sb = cluster.make(_image_task(), "no-network")
+    sb = cluster.make(image_task(), "no-network")
     with pytest.raises(SandboxStartError, match="500"):
         await sb.start()
     assert cluster.emu.objects("pods") == [] and cluster.emu.objects("networkpolicies") == []
@@ -122,7 +122,7 @@ async def test_a_500_on_pod_create_is_a_start_error_and_leaves_nothing(cluster: 
 
 
 async def test_a_cut_stream_is_reopened_and_the_running_command_not_rerun(cluster: EmulatorBackend) -> None:
-    sb = cluster.make(_image_task(), "no-network")
+    sb = cluster.make(image_task(), "no-network")
     await sb.start()
     pending = asyncio.ensure_future(sb.exec("echo run >> /tmp/runs; sleep 1.5; echo done", timeout_s=30))
     await asyncio.sleep(0.5)
@@ -139,7 +139,7 @@ async def test_a_cut_stream_is_reopened_and_the_running_command_not_rerun(cluste
 async def test_idle_streams_are_cut_by_the_knob_and_the_sandbox_carries_on(cluster: EmulatorBackend) -> None:
     """The knob issue 15 item 2 tests against: a stream silent for ``idle_cut_s`` is dropped."""
     cluster.emu.exec_knobs.idle_cut_s = 0.6
-    sb = cluster.make(_image_task(), "no-network")
+    sb = cluster.make(image_task(), "no-network")
     await sb.start()
     assert (await sb.exec("echo one >> /tmp/once; echo one")).stdout == "one\n"
     await asyncio.sleep(1.5)
@@ -187,7 +187,7 @@ async def test_watch_sees_the_pod_lifecycle_and_410_after_compaction(cluster: Em
     core, _ = load_clients(cluster.cfg)
     ns = cluster.cfg.namespace
     start_rv = core.list_namespaced_pod(ns).metadata.resource_version
-    sb = cluster.make(_image_task(), "no-network")
+    sb = cluster.make(image_task(), "no-network")
     await sb.start()
     await sb.close()
     sel = f"{m.POD_LABEL}={sb.name}"
@@ -212,7 +212,7 @@ async def test_delete_with_grace_sigterms_and_kills_when_the_grace_runs_out(clus
     core, _ = load_clients(cluster.cfg)
     ns = cluster.cfg.namespace
     # a farm pod: its relay (PID 1) dies of a SIGTERM from outside, well before the grace
-    sb = cluster.make(_image_task(), "no-network")
+    sb = cluster.make(image_task(), "no-network")
     await sb.start()
     t0 = time.monotonic()
     deleted = await asyncio.to_thread(core.delete_namespaced_pod, sb.name, ns, grace_period_seconds=30)
@@ -251,7 +251,7 @@ async def _gone(cluster: EmulatorBackend, name: str, deadline: float) -> None:
 async def test_random_stream_cuts_are_survived_and_nothing_runs_twice(cluster: EmulatorBackend) -> None:
     cluster.emu.exec_knobs.cut_after_s = (1.0, 1.5)
     cluster.emu.exec_knobs.seed = 7
-    sb = cluster.make(_image_task(), "no-network")
+    sb = cluster.make(image_task(), "no-network")
     await sb.start()
     t_end = time.monotonic() + 3.5
     n = 0
@@ -267,7 +267,7 @@ async def test_random_stream_cuts_are_survived_and_nothing_runs_twice(cluster: E
 
 async def test_a_server_that_speaks_only_v4_gets_the_same_sandbox(cluster: EmulatorBackend) -> None:
     cluster.emu.exec_knobs.protocols = ("v4.channel.k8s.io",)
-    sb = cluster.make(_image_task(), "no-network")
+    sb = cluster.make(image_task(), "no-network")
     await sb.start()
     r = await sb.exec("echo out; echo err >&2; exit 4")
     assert (r.exit_code, r.stdout, r.stderr) == (4, "out\n", "err\n")
@@ -281,7 +281,7 @@ async def test_a_server_that_speaks_only_v4_gets_the_same_sandbox(cluster: Emula
 async def test_a_refused_reopen_is_sandbox_lost(cluster: EmulatorBackend) -> None:
     from farm.sandbox.base import SandboxLostError
 
-    sb = cluster.make(_image_task(), "no-network")
+    sb = cluster.make(image_task(), "no-network")
     await sb.start()
     cluster.emu.fail(500, verb="connect", resource="pods/exec", times=None)  # e.g. the kubelet is unreachable
     cluster.emu.cut_exec_streams(sb.name)

@@ -26,9 +26,9 @@ import pytest
 from farm.run.gc import STALE_AFTER_S
 from farm.sandbox.relayed import manifests as m
 from farm.store.results import ResultStore
+from tests.support.kubernetes import EmulatorBackend, image_task
 
-from .test_emulator_conformance import EmulatorBackend, emulated, emulated_cluster, pytestmark  # noqa: F401 - the same skip, and the fixtures
-from .test_kubernetes_backend import _image_task
+pytestmark = [pytest.mark.bwrap, pytest.mark.root, pytest.mark.tools("nsenter")]
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -37,7 +37,7 @@ DRIVER = textwrap.dedent("""
     from farm.config import KubernetesSandboxConfig, SandboxConfig
     from farm.sandbox.kubernetes.sandbox import BACKEND
     from farm.store.results import ResultStore
-    from tests.sandbox.kubernetes.test_kubernetes_backend import _image_task
+    from tests.support.kubernetes import image_task
 
     kubeconfig, namespace, store_uri, run_id = sys.argv[1:5]
     store = ResultStore.open(store_uri)
@@ -48,7 +48,7 @@ DRIVER = textwrap.dedent("""
     async def main():
         sbs = []
         for i, net in enumerate(("no-network", "public")):
-            sb = BACKEND.open(_image_task(network=net, task_id=f"t{i}"), section, network=net, run_id=run_id,
+            sb = BACKEND.open(image_task(network=net, task_id=f"t{i}"), section, network=net, run_id=run_id,
                               trial_key=f"trial-{i}", attempt=0, role="agent")
             sb.poll_s = 0.05
             await sb.start()
@@ -94,7 +94,7 @@ async def test_farm_gc_after_sigkill_removes_exactly_the_dead_runs_objects(clust
     store_uri = str(tmp_path / "store")
     store = ResultStore.open(store_uri)
     store.write_heartbeat("run-alive", {"pid": os.getpid()})
-    alive = cluster.make(_image_task(network="no-network", task_id="alive"), "no-network", run_id="run-alive")
+    alive = cluster.make(image_task(network="no-network", task_id="alive"), "no-network", run_id="run-alive")
     await alive.start()
     _bystanders(cluster)
 

@@ -21,9 +21,9 @@ from kubernetes.client.rest import ApiException
 from farm.sandbox.base import SandboxStartError
 from farm.sandbox.kubernetes.sandbox import load_clients
 from farm.sandbox.relayed import manifests as m
+from tests.support.kubernetes import EmulatorBackend, image_task
 
-from .test_emulator_conformance import EmulatorBackend, emulated, emulated_cluster, pytestmark  # noqa: F401 - the same skip, and the fixtures
-from .test_kubernetes_backend import _image_task
+pytestmark = [pytest.mark.bwrap, pytest.mark.root, pytest.mark.tools("nsenter")]
 
 
 def _task_sc(pod: dict[str, Any]) -> dict[str, Any]:
@@ -43,7 +43,7 @@ def _task_sc(pod: dict[str, Any]) -> dict[str, Any]:
 async def test_a_mistyped_pod_is_refused_before_it_is_sent(cluster: EmulatorBackend, monkeypatch, mutate,
                                                            field: str) -> None:
     _mutate_pods(monkeypatch, mutate)
-    sb = cluster.make(_image_task(network="no-network"), "no-network")
+    sb = cluster.make(image_task(network="no-network"), "no-network")
     with pytest.raises(SandboxStartError, match=re.escape(field)):
         await sb.start()
     assert cluster.emu.log.count(0, verb="create", resource="pods") == 0
@@ -62,7 +62,7 @@ async def test_a_mistyped_pod_is_refused_before_it_is_sent(cluster: EmulatorBack
 async def test_a_pod_the_api_server_refuses_fails_the_start_with_its_422(cluster: EmulatorBackend, monkeypatch,
                                                                          mutate, field: str) -> None:
     _mutate_pods(monkeypatch, mutate)
-    sb = cluster.make(_image_task(network="no-network"), "no-network")
+    sb = cluster.make(image_task(network="no-network"), "no-network")
     with pytest.raises(SandboxStartError) as e:
         await sb.start()
     assert "422" in str(e.value) and f"{field}: Invalid value" in str(e.value), str(e.value)
@@ -96,7 +96,7 @@ async def test_a_mistyped_network_policy_stops_the_start_before_any_pod(cluster:
         return policies
 
     monkeypatch.setattr(m, "network_policies", broken)
-    sb = cluster.make(_image_task(network="no-network"), "no-network")
+    sb = cluster.make(image_task(network="no-network"), "no-network")
     with pytest.raises(SandboxStartError, match=r"spec\.policyTypes"):
         await sb.start()
     assert cluster.emu.log.count(0, verb="create") == 0

@@ -1,7 +1,7 @@
-"""The trial with five long silent gaps of test_exec_survives.py, through the API-server emulator
-(tests/sandbox/kubernetes/apiserver): the real kubernetes client, the real pods/exec WebSocket, and the
-emulator's own idle cut (a stream with no message either way for ``idle_cut_s`` is dropped).
-Scaled time as there: one minute is MINUTE seconds."""
+"""The trial with five long silent gaps of test_exec_survives.py (tests/support/kubernetes.py), through
+the API-server emulator (tests/sandbox/kubernetes/apiserver): the real kubernetes client, the real
+pods/exec WebSocket, and the emulator's own idle cut (a stream with no message either way for
+``idle_cut_s`` is dropped). Scaled time as there: one minute is MINUTE seconds."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from .test_emulator_conformance import EmulatorBackend, pytestmark  # noqa: F401 - same skip
-from .test_exec_survives import IDLE_CUT, MINUTE, WINDOW, _trial_with_five_long_gaps
-from .test_kubernetes_backend import _image_task
+from tests.support.kubernetes import IDLE_CUT, MINUTE, WINDOW, EmulatorBackend, image_task, trial_with_five_long_gaps
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.root, pytest.mark.tools("nsenter")]
 
 
 def _cluster(tmp_path: Path, **cfg: object) -> EmulatorBackend:
@@ -24,10 +24,10 @@ def _cluster(tmp_path: Path, **cfg: object) -> EmulatorBackend:
 async def test_five_long_gaps_over_http_run_every_command_once(tmp_path: Path, keepalive: bool) -> None:
     cluster = _cluster(tmp_path, keepalive_s=MINUTE if keepalive else None)
     try:
-        sb = cluster.make(_image_task(), "no-network")
+        sb = cluster.make(image_task(), "no-network")
         await sb.start()
         try:
-            expected = await _trial_with_five_long_gaps(sb)
+            expected = await trial_with_five_long_gaps(sb)
             assert (await sb.read_file("/tmp/runs")).decode().split() == expected  # each ran exactly once
             idle_cuts = [s for s in cluster.emu.exec_sessions if s.closed_by == "cut:idle"]
             assert sb.channel is not None

@@ -21,16 +21,18 @@ import pytest
 from farm.sandbox.base import SandboxLostError
 from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
 from farm.sandbox.relayed.stream_budget import ReconnectBudget, ReconnectBudgetError
+from tests.support.kubernetes import (
+    IDLE_CUT,
+    MINUTE,
+    WINDOW,
+    FakeClusterBackend,
+    image_task,
+    trial_with_five_long_gaps,
+)
 
 from .fake_cluster import FakeExecStream
-from .test_kubernetes_backend import FakeClusterBackend, _image_task
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.root, pytest.mark.tools("nsenter")]
-
-MINUTE = 0.15  # seconds of real time per minute of trial time
-IDLE_CUT = 5 * MINUTE
-GAP = 6 * MINUTE
-WINDOW = 10 * MINUTE
 
 
 class _Watched:
@@ -106,25 +108,8 @@ def cluster(tmp_path: Path):
 def _sandbox(cluster: FakeClusterBackend, cutter: IdleCuttingExecs, **cfg: Any) -> KubernetesSandbox:
     for key, value in cfg.items():
         setattr(cluster.cfg, key, value)
-    return KubernetesSandbox(_image_task(), cluster.cfg, run_id="run-idle", trial_key=os.urandom(8).hex(),
+    return KubernetesSandbox(image_task(), cluster.cfg, run_id="run-idle", trial_key=os.urandom(8).hex(),
                              core_api=cluster.core, net_api=cluster.net, exec_opener=cutter, poll_s=0.05)
-
-
-async def _trial_with_five_long_gaps(sb: KubernetesSandbox) -> list[str]:
-    """Six commands, five silent gaps of GAP between them; the third gap is a command that runs
-    GAP without a byte of output. Returns the commands' own lines, in the order they ran."""
-    expected = []
-    for i in range(6):
-        res = await sb.exec(f"echo cmd{i} >> /tmp/runs && echo ok{i}", timeout_s=30)
-        assert res.stdout == f"ok{i}\n"
-        expected.append(f"cmd{i}")
-        if i == 2:
-            res = await sb.exec(f"echo silent >> /tmp/runs; sleep {GAP}", timeout_s=30)
-            assert res.exit_code == 0 and not res.timed_out
-            expected.append("silent")
-        elif i < 5:
-            await asyncio.sleep(GAP)
-    return expected
 
 
 async def test_keepalive_keeps_an_idle_cut_cluster_from_ever_cutting(cluster: FakeClusterBackend) -> None:
@@ -132,7 +117,7 @@ async def test_keepalive_keeps_an_idle_cut_cluster_from_ever_cutting(cluster: Fa
     sb = _sandbox(cluster, cutter, keepalive_s=MINUTE, max_reconnects=5, reconnect_window_s=WINDOW)
     await sb.start()
     try:
-        expected = await _trial_with_five_long_gaps(sb)
+        expected = await trial_with_five_long_gaps(sb)
         assert (await sb.read_file("/tmp/runs")).decode().split() == expected  # each ran exactly once
         assert cutter.cuts == 0
         assert sb.channel is not None and sb.channel.reconnects == 0
@@ -153,7 +138,7 @@ async def test_without_keepalive_every_cut_is_survived_and_nothing_runs_twice(cl
     assert sb.channel is not None
     during_start = sb.channel.reconnects  # a loaded machine may take longer than IDLE_CUT to start
     try:
-        expected = await _trial_with_five_long_gaps(sb)
+        expected = await trial_with_five_long_gaps(sb)
         assert (await sb.read_file("/tmp/runs")).decode().split() == expected
         assert cutter.cuts >= 5
         # every cut re-opened (under heavy load a stream is sometimes lost once more on its own)

@@ -11,8 +11,7 @@ import pytest
 from farm.sandbox.kubernetes.gc import gc_pods as gc
 from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
 from farm.sandbox.relayed import manifests as m
-
-from .test_kubernetes_backend import FakeClusterBackend, _image_task
+from tests.support.kubernetes import FakeClusterBackend, image_task
 
 pytestmark = pytest.mark.root
 
@@ -22,7 +21,7 @@ async def test_gc_deletes_only_what_dead_runs_left(tmp_path: Path) -> None:
     try:
         sandboxes = {}
         for run in ("run-alive", "run-crashed"):
-            sb = KubernetesSandbox(_image_task(network="no-network"), cluster.cfg, run_id=run,
+            sb = KubernetesSandbox(image_task(network="no-network"), cluster.cfg, run_id=run,
                                    trial_key=os.urandom(4).hex(),
                                    core_api=cluster.core, net_api=cluster.net, exec_opener=cluster.execs, poll_s=0.05)
             await sb.start()

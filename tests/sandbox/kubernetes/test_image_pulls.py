@@ -14,8 +14,7 @@ from kubernetes import client
 from farm.sandbox.base import SandboxStartError
 from farm.sandbox.kubernetes.pull_events import go_duration_s, pull_facts
 from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
-
-from .test_kubernetes_backend import FakeClusterBackend, _image_task
+from tests.support.kubernetes import FakeClusterBackend, image_task
 
 
 @pytest.fixture
@@ -26,7 +25,7 @@ def cluster(tmp_path: Path):
 
 
 def _sandbox(cluster: FakeClusterBackend) -> KubernetesSandbox:
-    return KubernetesSandbox(_image_task(), cluster.cfg, run_id="run-pull", trial_key=os.urandom(8).hex(),
+    return KubernetesSandbox(image_task(), cluster.cfg, run_id="run-pull", trial_key=os.urandom(8).hex(),
                              core_api=cluster.core, net_api=cluster.net, exec_opener=cluster.execs, poll_s=0.05)
 
 

@@ -14,134 +14,23 @@ from typing import Any
 
 import pytest
 
-from farm.config import KubernetesSandboxConfig
-from farm.sandbox.base import Sandbox, SandboxLostError, SandboxStartError, ToolRequest
+from farm.sandbox.base import Sandbox, SandboxLostError, SandboxStartError
 from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
 from farm.tasks.model import Task
+from tests.support.kubernetes import FakeClusterBackend, image_task
 from tests.support.tasks import make_task
 
-from ..conformance import SandboxConformance
-from .fake_cluster import FakeCoreV1Api, FakeExecStream, FakeNetworkingV1Api
+from .conformance import KubernetesConformance
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.root, pytest.mark.tools("nsenter")]
 
 
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                data = Path(f"/proc/{name}/stat").read_text()
-            except OSError:
-                continue
-            children.setdefault(int(data[data.rindex(")") + 2:].split()[1]), []).append(int(name))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
-
-
-def _start_time(pid: int) -> str | None:
-    try:
-        data = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return data[data.rindex(")") + 2:].split()[19]
-
-
-class FakeClusterBackend:
-    shares_host_loopback = False  # a pod has its own network namespace
-
-    def __init__(self, root: Path, **cfg: Any) -> None:
-        self.net = FakeNetworkingV1Api()
-        self.core = FakeCoreV1Api(root, self.net)
-        self.execs = FakeExecStream(self.core)
-        self.cfg = KubernetesSandboxConfig(namespace="farm-test", toolbox_image="farm-toolbox:test", **cfg)
-
-    def make(self, task: Task, network: str) -> Sandbox:
-        return KubernetesSandbox(task, self.cfg, run_id="run-conformance", trial_key=os.urandom(8).hex(),
-                                 core_api=self.core, net_api=self.net, exec_opener=self.execs, poll_s=0.05)
-
-    async def kill_from_outside(self, sandbox: Sandbox) -> None:
-        assert isinstance(sandbox, KubernetesSandbox)
-        self.core.pods[(self.cfg.namespace, sandbox.name)].kill()
-
-    def processes(self, sandbox: Sandbox) -> list[Any]:
-        assert isinstance(sandbox, KubernetesSandbox)
-        pod = self.core.pods[(self.cfg.namespace, sandbox.name)]
-        assert pod.proc is not None
-        return [(p, _start_time(p)) for p in _descendants(pod.proc.pid)]
-
-    def still_running(self, identities: list[Any]) -> list[Any]:
-        return [(p, st) for p, st in identities if _start_time(p) == st]
-
-
-def _image_task(**kw: Any) -> Task:
-    kw.setdefault("image", "debian:bookworm")
-    return make_task(**kw)
-
-
-class TestKubernetesConformance(SandboxConformance):
+class TestKubernetesConformance(KubernetesConformance):
     @pytest.fixture
     def backend(self, tmp_path: Path):
         b = FakeClusterBackend(tmp_path / "cluster")
         yield b
         b.core.close_all()
-
-    @pytest.fixture
-    async def make_sandbox(self, backend: FakeClusterBackend):
-        made: list[Sandbox] = []
-
-        async def make(task: Task | None = None, *, network: str = "no-network", **kw: Any) -> Sandbox:
-            task = task or _image_task(network=network, **kw)
-            sb = backend.make(task, network)
-            made.append(sb)
-            await sb.start()
-            return sb
-
-        yield make
-        for sb in made:
-            await sb.close()
-
-    @pytest.mark.skip(reason="a pod's root filesystem is the image's own writable layer; read-only "
-                      "system directories are a property of the local backend only")
-    async def test_system_dirs_are_read_only(self) -> None:  # type: ignore[override]
-        pass
-
-    async def test_a_command_that_kills_every_process_it_sees_leaves_the_sandbox_working(  # type: ignore[override]
-            self, make_sandbox) -> None:
-        """No jail in a pod (Pod Security refuses its capabilities): the command kills the sandbox
-        agent, and the relay, PID 1, which no signal from inside reaches, starts it again."""
-        sb = await make_sandbox()
-        assert isinstance(sb, KubernetesSandbox) and sb.channel is not None
-        assert not sb.capabilities.isolated_commands
-        assert sb.stats.isolation is not None and sb.stats.isolation.startswith("pid1-relay: agent restarted"), \
-            sb.stats.isolation
-        killed = await sb.exec("(sleep 300 >/dev/null 2>&1 &); sleep 0.3; kill -9 -1; echo survived")
-        assert killed.exit_code == 137 and "SandboxAgentKilled" in killed.stderr, killed
-        assert "survived" not in killed.stdout
-        assert (await sb.exec("echo alive")).stdout == "alive\n"
-        # SIGTERM to every Python and to PID 1: the agent dies of it, the relay ignores it
-        term = await sb.tool(ToolRequest("Bash", {"command": "kill -TERM 1; pkill -f python; sleep 5"}, "/"))
-        assert term.error == "SandboxAgentKilled" and "signal 15 (SIGTERM)" in term.observation, term
-        init = await sb.exec("tr '\\0' ' ' < /proc/1/cmdline")
-        assert "relay.py serve" in init.stdout, init.output
-        # what a killed agent's commands left dies with it: nothing outlives every later kill
-        left = await sb.exec("setsid sleep 301 >/dev/null 2>&1 </dev/null & sleep 0.3; kill -9 $PPID; sleep 5")
-        assert left.exit_code == 137, left
-        listed = await sb.exec("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done")
-        assert "sleep 301" not in listed.stdout and "server.py" in listed.stdout, listed.stdout
-        # the kills did not use up the reconnects a broken stream may need (the last one left
-        # the stream alone: the host hears of it when it asks)
-        assert await sb.channel.relay_status()
-        assert sb.channel.reconnects == 0 and sb.channel.agent_restarts == 3
-        assert [k["name"] for k in sb.channel.agent_kills] == ["SIGKILL", "SIGTERM", "SIGKILL"]
-        assert "kill -9 -1" in sb.channel.agent_kills[0]["requests"][0]["command"]
-        assert sb.channel.agent_kills[2]["killed_processes"] >= 2  # the shell and its sleep
-        await sb.close()
-        assert b'"restarts": 3' in sb.stats.artifacts["agent-kills.json"]
 
 
 # --- Kubernetes-specific behaviour ------------------------------------------------------------
@@ -155,7 +44,7 @@ def cluster(tmp_path: Path):
 
 
 async def test_tool_calls_after_start_cost_no_api_call(cluster: FakeClusterBackend) -> None:
-    sb = cluster.make(_image_task(network="no-network"), "no-network")
+    sb = cluster.make(image_task(network="no-network"), "no-network")
     assert isinstance(sb, KubernetesSandbox)
     await sb.start()
     at_start = len(cluster.core.calls) + len(cluster.net.calls) + cluster.execs.opened
@@ -177,7 +66,7 @@ async def test_tool_calls_after_start_cost_no_api_call(cluster: FakeClusterBacke
 
 
 async def test_lost_stream_is_reopened_and_running_command_not_rerun(cluster: FakeClusterBackend) -> None:
-    sb = cluster.make(_image_task(), "no-network")
+    sb = cluster.make(image_task(), "no-network")
     assert isinstance(sb, KubernetesSandbox)
     await sb.start()
     before = cluster.execs.opened
@@ -194,7 +83,7 @@ async def test_lost_stream_is_reopened_and_running_command_not_rerun(cluster: Fa
 
 
 async def test_pod_killed_from_outside_is_lost_not_retried_forever(cluster: FakeClusterBackend) -> None:
-    sb = cluster.make(_image_task(), "no-network")
+    sb = cluster.make(image_task(), "no-network")
     await sb.start()
     await cluster.kill_from_outside(sb)
     with pytest.raises(SandboxLostError, match="cannot serve"):
@@ -203,7 +92,7 @@ async def test_pod_killed_from_outside_is_lost_not_retried_forever(cluster: Fake
 
 
 async def test_public_task_gets_allow_policy_and_shares_no_deny(cluster: FakeClusterBackend) -> None:
-    sb = cluster.make(_image_task(network="public"), "public")
+    sb = cluster.make(image_task(network="public"), "public")
     assert isinstance(sb, KubernetesSandbox)
     await sb.start()
     (policy,) = cluster.net.policies.values()
@@ -220,7 +109,7 @@ async def test_init_failure_is_a_start_error_and_cleans_up(cluster: FakeClusterB
     link = cluster.core.toolbox / "python" / "bin" / "python3"
     link.unlink()
     link.symlink_to("/nonexistent/python3")
-    sb = cluster.make(_image_task(), "no-network")
+    sb = cluster.make(image_task(), "no-network")
     with pytest.raises(SandboxStartError, match="ended before it was ready"):
         await sb.start()
     assert cluster.core.pods == {} and cluster.net.policies == {}
@@ -233,7 +122,7 @@ async def test_task_without_image_or_missing_from_lock_fails_before_any_pod(clus
         cluster.make(make_task(image=None), "no-network")
     assert no_image.value.reason == "no_image"
     cluster.cfg.image_lock = "sweb-v-20260904"
-    sb = cluster.make(_image_task(task_id="not-a-swebench-task"), "no-network")
+    sb = cluster.make(image_task(task_id="not-a-swebench-task"), "no-network")
     with pytest.raises(UnsupportedTaskError, match="not-a-swebench-task") as unlocked:
         await sb.start()
     assert unlocked.value.reason == "image_lock"
@@ -254,7 +143,7 @@ async def test_pull_errors_fail_the_start_at_once(cluster: FakeClusterBackend, m
             name="task", image="x", image_id="", ready=False, restart_count=0, state=waiting)]))
 
     monkeypatch.setattr(cluster.core, "read_namespaced_pod", stuck)
-    sb = cluster.make(_image_task(image="registry.invalid/nope:1"), "no-network")
+    sb = cluster.make(image_task(image="registry.invalid/nope:1"), "no-network")
     with pytest.raises(SandboxStartError, match=f"{reason}.*registry.invalid/nope:1") as e:
         await asyncio.wait_for(sb.start(), 10)
     assert e.value.reason == kind  # type: ignore[attr-defined]
@@ -272,7 +161,7 @@ async def test_unschedulable_fails_after_the_grace(cluster: FakeClusterBackend, 
 
     monkeypatch.setattr(cluster.core, "read_namespaced_pod", pending)
     cluster.cfg.unschedulable_grace_s = 0.3
-    sb = cluster.make(_image_task(), "no-network")
+    sb = cluster.make(image_task(), "no-network")
     with pytest.raises(SandboxStartError, match="unschedulable: 0/3 nodes") as e:
         await asyncio.wait_for(sb.start(), 10)
     assert e.value.reason == "unschedulable"  # type: ignore[attr-defined]
@@ -388,7 +277,7 @@ async def test_a_schema_invalid_pod_is_refused_like_an_api_server_would(cluster:
         return pod
 
     monkeypatch.setattr(m, "pod_manifest", broken)
-    sb = cluster.make(_image_task(network="no-network"), "no-network")
+    sb = cluster.make(image_task(network="no-network"), "no-network")
     with pytest.raises(SandboxStartError, match="422"):
         await sb.start()
     assert cluster.core.pods == {} and cluster.net.policies == {}
@@ -406,7 +295,7 @@ async def test_a_schema_invalid_network_policy_is_refused(cluster: FakeClusterBa
         return policies
 
     monkeypatch.setattr(m, "network_policies", broken)
-    sb = cluster.make(_image_task(network="no-network"), "no-network")
+    sb = cluster.make(image_task(network="no-network"), "no-network")
     with pytest.raises(SandboxStartError, match="422"):
         await sb.start()
     assert cluster.core.calls.count("create_namespaced_pod") == 0
@@ -439,7 +328,7 @@ async def test_start_failure_reason_lands_in_the_row(cluster: FakeClusterBackend
                                  network=network, core_api=cluster.core, net_api=cluster.net,  # type: ignore[arg-type]
                                  exec_opener=cluster.execs, poll_s=0.05)
 
-    task = _image_task(network="no-network")
+    task = image_task(network="no-network")
     cfg = load_config(["sandbox=kubernetes", f"store.uri={tmp_path / 'store'}"])
     spec = TrialSpec("run", "k" * 64, task.benchmark, task.task_id, 0, "base", "oracle")
     out = await run_trial(spec, task, cfg, 1, base_url="http://127.0.0.1:9/v1", policy="oracle",
