@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 import uuid
 from dataclasses import replace
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request
 
 from farm.config import ModelConfig
 from farm.run.endpoint import PreflightError, check_endpoint
+from tests.support.endpoints import ServedApp
 
 UNCAPPED_TOKENS = 60
 BASH = {"type": "function", "function": {"name": "Bash", "description": "run", "parameters": {
@@ -55,22 +54,14 @@ class CapEmulator:
                                  "finish_reason": "length" if caps and n == min(caps) else "stop"}],
                     "usage": {"prompt_tokens": 20, "completion_tokens": n, "total_tokens": 20 + n}}
 
-        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                                                     lifespan="off", access_log=False))
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            assert self._thread.is_alive() and time.monotonic() < deadline, "emulator did not start"
-            time.sleep(0.01)
-        self.base_url = f"http://127.0.0.1:{self._server.servers[0].sockets[0].getsockname()[1]}/v1"
+        self._served = ServedApp(app, "emulator")
+        self.base_url = self._served.base_url
 
     def __enter__(self) -> CapEmulator:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
+        self._served.stop()
 
 
 def _check(model: ModelConfig):

@@ -91,14 +91,18 @@ def connect_script(port: int) -> str:
 
 
 class SandboxConformance:
-    """Subclass and provide a ``backend`` fixture (a ConformanceBackend)."""
+    """Subclass and provide a ``backend`` fixture (a ConformanceBackend); a backend that needs
+    another kind of task (an image to run) overrides ``build_task``."""
+
+    def build_task(self, **task_kw: Any) -> Task:
+        return make_task(**task_kw)
 
     @pytest.fixture
     async def make_sandbox(self, backend: ConformanceBackend):
         made: list[Sandbox] = []
 
         async def make(task: Task | None = None, *, network: str = "no-network", **task_kw: Any) -> Sandbox:
-            task = task or make_task(network=network, **task_kw)
+            task = task or self.build_task(network=network, **task_kw)
             sb = backend.make(task, network)
             made.append(sb)
             await sb.start()

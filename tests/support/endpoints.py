@@ -26,6 +26,28 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class ServedApp(threading.Thread):
+    """An ASGI app served by uvicorn on a free loopback port, in a daemon thread of this process."""
+
+    def __init__(self, app: Any, what: str) -> None:
+        super().__init__(daemon=True)
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+                                                    lifespan="off", access_log=False))
+        self.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert self.is_alive() and time.monotonic() < deadline, f"{what} did not start"
+            time.sleep(0.01)
+        self.base_url = f"http://127.0.0.1:{self.server.servers[0].sockets[0].getsockname()[1]}/v1"
+
+    def run(self) -> None:
+        self.server.run()
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.join(timeout=10)
+
+
 class EndpointServer:
     def __init__(self, listed: list[str], answers_as: str, command: str = "echo fixed > /app/answer.txt",
                  tool_call: bool = True, raw_arguments: str | None = None) -> None:
@@ -59,20 +81,11 @@ class EndpointServer:
                 "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
             }
 
-        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                                                     lifespan="off", access_log=False))
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            assert self._thread.is_alive() and time.monotonic() < deadline, "test endpoint did not start"
-            time.sleep(0.01)
-        port = self._server.servers[0].sockets[0].getsockname()[1]
-        self.base_url = f"http://127.0.0.1:{port}/v1"
+        self._thread = ServedApp(app, "test endpoint")
+        self.base_url = self._thread.base_url
 
     def close(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
+        self._thread.stop()
 
     def __enter__(self) -> EndpointServer:
         return self

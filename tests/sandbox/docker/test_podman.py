@@ -19,7 +19,6 @@ import pytest
 import yaml
 
 from farm.config import DockerSandboxConfig, KubernetesSandboxConfig
-from farm.sandbox.base import Sandbox
 from farm.sandbox.channel import Channel
 from farm.sandbox.docker.sandbox import ContainerSandbox
 from farm.sandbox.relayed import manifests as m
@@ -72,20 +71,8 @@ class TestPodmanConformance(SandboxConformance):
     def backend(self, podman_env: dict[str, str]) -> PodmanBackend:
         return PodmanBackend()
 
-    @pytest.fixture
-    async def make_sandbox(self, backend: PodmanBackend):
-        made: list[Sandbox] = []
-
-        async def make(task: Task | None = None, *, network: str = "no-network", **kw: Any) -> Sandbox:
-            task = task or podman_task(network=network, **kw)
-            sb = backend.make(task, network)
-            made.append(sb)
-            await sb.start()
-            return sb
-
-        yield make
-        for sb in made:
-            await sb.close()
+    def build_task(self, **kw: Any) -> Task:
+        return podman_task(**kw)
 
     async def test_no_network_blocks_host_loopback(self, make_sandbox, backend) -> None:  # type: ignore[override]
         # the suite's probe needs python3 in the image; this image deliberately has none

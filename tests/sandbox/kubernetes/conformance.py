@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from farm.sandbox.base import Sandbox, ToolRequest
+from farm.sandbox.base import ToolRequest
 from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
 from farm.tasks.model import Task
 from tests.support.kubernetes import image_task
@@ -19,20 +19,8 @@ from ..conformance import SandboxConformance
 
 
 class KubernetesConformance(SandboxConformance):
-    @pytest.fixture
-    async def make_sandbox(self, backend: Any):
-        made: list[Sandbox] = []
-
-        async def make(task: Task | None = None, *, network: str = "no-network", **kw: Any) -> Sandbox:
-            task = task or image_task(network=network, **kw)
-            sb = backend.make(task, network)
-            made.append(sb)
-            await sb.start()
-            return sb
-
-        yield make
-        for sb in made:
-            await sb.close()
+    def build_task(self, **kw: Any) -> Task:
+        return image_task(**kw)
 
     @pytest.mark.skip(reason="a pod's root filesystem is the image's own writable layer; read-only "
                       "system directories are a property of the local backend only")
