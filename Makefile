@@ -28,7 +28,7 @@ system-deps:
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[dev,s3,k8s,trackers]'
+	$(PIP) install -q -e '.[dev,s3,k8s,trackers,swebench]'
 	touch $@
 
 setup: $(VENV)/.installed

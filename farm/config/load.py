@@ -37,7 +37,8 @@ NOT_HASHED = (
     "run.max_concurrent_starts", "run.preflight", "run.preflight_sandbox", "run.preflight_timeout_s",
     "run.breaker_consecutive", "model.preflight_tool_call",
     "run.progress", "run.max_attempts", "run.retry_backoff_s", "store",
-    "benchmark.strict", "benchmark.mirror", "benchmark.cache_dir", "serve.host", "serve.port",
+    "benchmark.strict", "benchmark.mirror", "benchmark.cache_dir", "benchmark.repos", "benchmark.pythons",
+    "serve.host", "serve.port",
     "serve.ready_timeout_s", "serve.app_name", "serve.num_cpus", "report", "sandbox.local.root_dir",
     "sandbox.docker.image_min_free_gb",
 )

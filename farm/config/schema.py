@@ -21,7 +21,7 @@ ORACLE_MODEL = "oracle"
 @dataclass
 class BenchmarkConfig:
     name: str = "builtin"
-    path: Optional[str] = None  # a directory of Harbor-format tasks (overrides the source)
+    path: Optional[str] = None  # a directory of Harbor-format tasks, or a SWE-bench rows file (overrides the source)
     task_ids: List[str] = field(default_factory=list)
     limit: Optional[int] = None
     sample: Optional[int] = None  # a random subset of this many tasks (seeded by sample_seed)
@@ -32,6 +32,10 @@ class BenchmarkConfig:
     # remove the task repository's history beyond HEAD before the agent starts (farm/grade/history.py);
     # null: only tasks graded by their git patch (their history may hold the fix)
     strip_history: Optional[bool] = None
+    # SWE-bench instance images (farm/sandbox/images/swebench/): repository mirrors named
+    # <owner>+<name>, and CPython prefixes named by version (null: ~/.pyenv/versions)
+    repos: Optional[str] = None
+    pythons: Optional[str] = None
 
 
 @dataclass

@@ -238,6 +238,10 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
 
     if run.timed_out:
         return result(None, VERIFIER_TIMEOUT, f"tests/test.sh did not finish within {task.verifier_timeout_s:g}s")
+    if task.verifier.protocol == "swebench":
+        reward, error_class, error, summary = await _swebench_reward(task, sandbox)
+        output += summary + "\n"
+        return result(reward, error_class, error)
     marker = task.verifier.success_marker
     if marker and marker not in output:
         return result(None, *_setup_or(run.output, VERIFIER_INCOMPLETE,
@@ -256,6 +260,20 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
             return result(None, VERIFIER_SETUP, f"the verifier's set-up failed before any test ran "
                           f"(it wrote reward {reward:g}; {verdict.kind}): {verdict.evidence}")
     return result(reward)
+
+
+async def _swebench_reward(task: Task, sandbox: Sandbox) -> tuple[float | None, str | None, str | None, str]:
+    """The swebench package's verdict on the test log eval.sh wrote (farm/grade/swebench.py)."""
+    from farm.grade.swebench import grade_log
+    from farm.tasks.swebench.task_dir import TEST_LOG
+
+    log = await _read_optional(sandbox, TEST_LOG)
+    if log is None:
+        return None, VERIFIER_NO_REWARD, f"the evaluation script wrote no {TEST_LOG}", ""
+    verdict = grade_log(task.metadata["swebench"], log)  # type: ignore[arg-type]
+    if verdict.resolved is None:
+        return None, VERIFIER_INCOMPLETE, verdict.status, verdict.summary()
+    return (1.0 if verdict.resolved else 0.0), None, None, verdict.summary()
 
 
 def _setup_or(output: str, error_class: str, error: str) -> tuple[str, str]:

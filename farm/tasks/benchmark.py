@@ -26,6 +26,9 @@ from farm.tasks.loading import LoadedBenchmark
 from farm.tasks.model import Source, Task
 from farm.tasks.patcheval import load_patcheval_rows
 from farm.tasks.selection import select_ids, selector
+from farm.tasks.swebench.load import convert_harbor_copies, load_rows
+from farm.tasks.swebench.rows import SUFFIXES as ROW_SUFFIXES
+from farm.tasks.swebench.rows import is_rows_file
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,8 @@ _PLAIN = HarborDefaults(require_git_patch=False)
 # left could otherwise rewrite the reward). Terminal tasks keep their processes: a server the
 # agent started can be the answer.
 BUILTIN_PATCH_GRADED = ("swe", "security")
+# sources whose instances can come as SWE-bench rows (benchmark.path=FILE) and are graded by the swebench rules
+SWEBENCH_SOURCES = ("swebench_verified",)
 
 
 def _builtin(loaded: LoadedBenchmark) -> LoadedBenchmark:
@@ -64,8 +69,11 @@ def load_benchmark_report(cfg: BenchmarkConfig, *, quiet: bool = True) -> Loaded
     key = catalog.source_key(cfg.name) if cfg.name != "builtin" else None
     if cfg.path:
         path = Path(cfg.path).expanduser()
+        if is_rows_file(path):
+            return _load_rows_file(cfg, path, key, select).enforce(cfg.strict, quiet=quiet)
         if not path.is_dir():
-            raise ConfigError(f"invalid value {cfg.path!r} for 'benchmark.path': not a directory")
+            raise ConfigError(f"invalid value {cfg.path!r} for 'benchmark.path': not a directory "
+                              f"(or a SWE-bench rows file: {', '.join(ROW_SUFFIXES)})")
         if key is not None:
             src = catalog.get_source(key)
             source = Source(url=str(path.resolve()), revision=fetch.verified_revision(path, src), subpath=src.subpath)
@@ -86,7 +94,18 @@ def load_benchmark_report(cfg: BenchmarkConfig, *, quiet: bool = True) -> Loaded
         src = catalog.get_source(cfg.name)
         directory = fetch.materialize(src, Path(cfg.cache_dir) if cfg.cache_dir else None, mirror=cfg.mirror)
         loaded = load_source(src, directory, select=select)
+    if key is not None and key in SWEBENCH_SOURCES:
+        loaded = convert_harbor_copies(loaded, repos=cfg.repos, pythons=cfg.pythons)
     return loaded.enforce(cfg.strict, quiet=quiet)
+
+
+def _load_rows_file(cfg: BenchmarkConfig, path: Path, key: str | None, select: Any) -> LoadedBenchmark:
+    """``benchmark.path`` names SWE-bench rows (farm/tasks/swebench/load.py)."""
+    if key not in SWEBENCH_SOURCES:
+        raise ConfigError(f"invalid value {cfg.path!r} for 'benchmark.path': a rows file is read as a SWE-bench "
+                          f"source; set benchmark.name to one of {sorted(SWEBENCH_SOURCES)} (got {cfg.name!r})")
+    return load_rows(path, catalog.get_source(key), select=select, repos=cfg.repos, pythons=cfg.pythons,
+                     cache_dir=cfg.cache_dir)
 
 
 def load_benchmark_tasks(cfg: BenchmarkConfig) -> list[Task]:

@@ -10,23 +10,15 @@ trial.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import errno
-import fcntl
 import hashlib
-import json
-import os
-import re
-import tempfile
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from farm.sandbox.base import ImageProvenance, SandboxStartError
 from farm.sandbox.images import cache
 from farm.sandbox.images.engine import DIGEST_LABEL, TASK_LABEL, engine_kind, pull_flag, run_engine
+from farm.sandbox.images.local import _lock_dir, failing_step, inspect_image, tag_lock
 from farm.sandbox.images.plan import ImageFacts, build_digest, dockerfile_of, plan_image, sanitise, task_tag
 from farm.tasks.model import Task
 
@@ -35,20 +27,6 @@ LOG_ARTIFACT = "image-build.log"
 # failures remembered for this process: image -> why the pull failed; tag -> the build error
 _failed_pulls: dict[str, str] = {}
 _failed_builds: dict[str, str] = {}
-
-
-async def inspect_image(binary: str, ref: str) -> ImageFacts | None:
-    """The image's id, ENV, WORKDIR and labels; None when the engine has no such image."""
-    rc, out, _ = await run_engine(binary, "image", "inspect", ref, timeout=60)
-    if rc != 0:
-        return None
-    data = json.loads(out)
-    data = data[0] if isinstance(data, list) else data
-    config = data.get("Config") or {}
-    env = dict(e.split("=", 1) for e in (config.get("Env") or []) if "=" in e)
-    labels = {**(data.get("Labels") or {}), **(config.get("Labels") or {})}
-    return ImageFacts(str(data.get("Id", "")), env, config.get("WorkingDir") or None,
-                      {str(k): str(v) for k, v in labels.items()})
 
 
 @dataclass
@@ -74,6 +52,9 @@ async def ensure_image(binary: str, task: Task, policy: str, named: str | None, 
             and the policy does not build), ``image_build`` (the build failed or timed out).
     """
     plan = plan_image(task, policy, named)
+    base_log = ""
+    if plan.build and task.metadata.get("swebench"):
+        base_log = await _swebench_base(binary, task, policy, pull, lock_dir)
     pull_error = ""
     if plan.pull_first and plan.named:
         got = await _present_or_pulled(binary, plan.named, pull, remember=plan.build)
@@ -83,8 +64,43 @@ async def ensure_image(binary: str, task: Task, policy: str, named: str | None, 
         pull_error = got
         if not plan.build:
             raise SandboxStartError(f"image {plan.named}: {pull_error}", reason="image_pull")
-    return await build_image(binary, task, pull=pull, lock_dir=lock_dir, after=pull_error, scope=scope,
-                             min_free_gb=min_free_gb)
+    built = await build_image(binary, task, pull=pull, lock_dir=lock_dir, after=pull_error, scope=scope,
+                              min_free_gb=min_free_gb)
+    if base_log:
+        built.log = base_log.encode() + built.log
+    return built
+
+
+async def _swebench_base(binary: str, task: Task, policy: str, pull: str, lock_dir: Path | None) -> str:
+    """Make the SWE-bench instance image the task's Dockerfile starts FROM present: the published
+    one when it is here or pulls (``pull-or-build``), else a stand-in built from the swebench
+    package's scripts (farm/sandbox/images/swebench/). Returns the stand-in's build log, if built now.
+
+    Raises:
+        SandboxStartError: ``image_build`` when the stand-in cannot be built (its cause named).
+    """
+    from farm.sandbox.images.swebench.build import ensure_instance
+    from farm.tasks.swebench.spec import instance_image
+
+    row = dict(task.metadata["swebench"])  # type: ignore[call-overload]
+    ref = "docker.io/" + instance_image(row)
+    if await inspect_image(binary, ref) is not None:
+        return ""
+    if policy == "pull-or-build":
+        got = await _present_or_pulled(binary, ref, pull, remember=True)
+        if isinstance(got, EnsuredImage):
+            return ""
+    if ref in _failed_builds:
+        raise SandboxStartError(_failed_builds[ref] + "\n(failed earlier in this process; not rebuilt)",
+                                reason="image_build")
+    try:
+        built = await ensure_instance(binary, row, task.metadata.get("swebench_repos"),  # type: ignore[arg-type]
+                                      pythons=task.metadata.get("swebench_pythons"),  # type: ignore[arg-type]
+                                      timeout=task.environment.build_timeout_s * 2, lock_dir=lock_dir)
+    except SandboxStartError as exc:
+        _failed_builds[ref] = str(exc)
+        raise
+    return built.log
 
 
 async def _present_or_pulled(binary: str, ref: str, pull: str, *, remember: bool) -> EnsuredImage | str:
@@ -110,47 +126,10 @@ async def _present_or_pulled(binary: str, ref: str, pull: str, *, remember: bool
     return EnsuredImage(ref, facts, prov, replay=True)
 
 
-def _lock_dir(lock_dir: Path | None) -> Path:
-    return lock_dir or Path(os.environ.get("FARM_IMAGE_LOCK_DIR") or Path(tempfile.gettempdir()) / "farm-image-locks")
-
-
 def _failure_marker(tag: str, scope: str, lock_dir: Path | None) -> Path:
     """Where a failed build of ``tag`` is recorded for the run ``scope``, for every process."""
     key = hashlib.sha256(scope.encode()).hexdigest()[:16]
     return _lock_dir(lock_dir) / f"{sanitise(tag)}.{key}.failed"
-
-
-@contextlib.asynccontextmanager
-async def tag_lock(tag: str, lock_dir: Path | None = None) -> AsyncIterator[None]:
-    """An exclusive cross-process lock per tag (flock; polled so that cancellation is clean)."""
-    folder = _lock_dir(lock_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / (sanitise(tag) + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as e:
-                if e.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                await asyncio.sleep(0.2)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-_STEP_LINE = re.compile(r"^(?:STEP \d+/\d+: |Step \d+/\d+ : |#\d+ \[[^\]]+\] )(.+)$")
-
-
-def failing_step(log: str) -> str | None:
-    """The last build step the log shows starting (podman/buildah, legacy docker, BuildKit)."""
-    step = None
-    for line in log.splitlines():
-        m = _STEP_LINE.match(line.strip())
-        if m:
-            step = m.group(1).strip()
-    return step
 
 
 async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_dir: Path | None = None,

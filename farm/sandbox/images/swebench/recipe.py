@@ -1,0 +1,166 @@
+"""The three layers of a SWE-bench instance stand-in, from the ``swebench`` package's own scripts.
+
+SWE-bench builds base -> environment -> instance images; farm keeps the layering (one environment
+image serves every instance of the same repository/version) and runs the package's own
+``setup_env.sh`` and ``setup_repo.sh`` unchanged but for one line, with these differences, all
+recorded on the image (``io.farm.standin.differences``):
+
+* the base is a Debian bookworm root (``make images``) with the apt packages of the package's
+  base Dockerfile, not Ubuntu 22.04, and no miniconda: a small ``conda`` stand-in
+  (``shim/``) creates environments as full copies of a CPython prefix (farm/sandbox/images/swebench/python.py)
+  and installs conda specs with pip (conda-only names mapped in ``shim/conda-to-pip.json``);
+* the repository comes from the local mirror as a one-commit clone of ``base_commit`` (the
+  script's ``git clone`` of GitHub becomes ``git remote add``): no later commit is in the
+  image's history, where SWE-bench's own images keep the whole clone;
+* packages resolve from PyPI as of the build, not as of the published image's build date.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from farm.errors import ConfigError
+from farm.sandbox.images.swebench.python import PythonPrefix
+
+SHIM_DIR = Path(__file__).resolve().parent / "shim"
+DEFAULT_ROOT = "localhost/farm-standin-root:bookworm"
+TAG_PREFIX = "localhost/farm-swebench"
+RECIPE_LABEL = "io.farm.swebench.recipe"
+PYTHON_LABEL = "io.farm.swebench.python"
+FORMAT = 1  # bump when a layer's recipe changes in a way its inputs do not show
+# what the conda stand-in needs besides the package's list
+EXTRA_APT = ("python3-yaml", "adduser", "ca-certificates", "patch")
+DIFFERENCES = (
+    "farm stand-in for a SWE-bench instance image, built from swebench {version}'s scripts: Debian bookworm "
+    "root instead of Ubuntu 22.04; no miniconda (environments are copies of CPython {python}, conda specs "
+    "installed with pip); the repository is a one-commit clone of base_commit from a local mirror (no later "
+    "history); packages resolved from PyPI at build time"
+)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One image to build: its tag, Dockerfile, and the files of its build context."""
+
+    tag: str
+    dockerfile: str
+    files: dict[str, bytes] = field(default_factory=dict)  # context path -> content
+    dirs: dict[str, Path] = field(default_factory=dict)  # context path -> a directory staged later
+    key: str = ""  # the recipe hash (also the tag's suffix, or a label where the tag is fixed)
+
+
+def _digest(*parts: str | bytes) -> str:
+    h = hashlib.sha256(f"farm-swebench v{FORMAT}\0".encode())
+    for p in parts:
+        h.update((p.encode() if isinstance(p, str) else p) + b"\0")
+    return h.hexdigest()[:16]
+
+
+def base_apt_packages() -> list[str]:
+    """The apt packages the package's Python base Dockerfile installs (read from it, not re-typed).
+
+    Raises:
+        ConfigError: the template no longer has the ``apt install -y`` block this reads.
+    """
+    from swebench.harness.dockerfiles.python import _DOCKERFILE_BASE_PY
+
+    m = re.search(r"apt install -y \\\n(.*?)&& rm -rf", _DOCKERFILE_BASE_PY, re.S)
+    if m is None:
+        raise ConfigError("swebench's base Dockerfile has no `apt install -y` block: "
+                          "farm's reading of it needs updating")
+    return [w for w in re.split(r"[\s\\]+", m.group(1)) if w]
+
+
+def host_cas(src: Path = Path("/usr/local/share/ca-certificates")) -> dict[str, bytes]:
+    """Locally added CA certificates (a site TLS proxy's): pip inside the build must trust them."""
+    return {p.name: p.read_bytes() for p in sorted(src.glob("*.crt"))} if src.is_dir() else {}
+
+
+def base_layer(root: str, root_id: str) -> Layer:
+    cas = host_cas()
+    shim = {name: (SHIM_DIR / name).read_bytes() for name in ("activate", "conda", "conda-to-pip.json")}
+    pkgs = sorted(set(base_apt_packages()) | set(EXTRA_APT))
+    lines = [
+        f"FROM {root}",
+        "ARG DEBIAN_FRONTEND=noninteractive",
+        "ENV TZ=Etc/UTC",
+        *(["COPY host-ca/ /usr/local/share/ca-certificates/"] if cas else []),
+        f"RUN apt-get update && apt-get install -y --no-install-recommends {' '.join(pkgs)} "
+        "&& update-ca-certificates && rm -rf /var/lib/apt/lists/*",
+        # old pips bundle their own CA list; the system store holds the site's proxy CA too
+        "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt",
+        "COPY shim/activate /opt/miniconda3/bin/activate",
+        "COPY shim/activate /opt/miniconda3/etc/profile.d/conda.sh",
+        "COPY shim/conda /opt/miniconda3/bin/conda",
+        "COPY shim/conda-to-pip.json /opt/miniconda3/conda-to-pip.json",
+        "RUN chmod 755 /opt/miniconda3/bin/conda && mkdir -p /opt/miniconda3/envs /opt/farm/python",
+        "ENV PATH=/opt/miniconda3/bin:$PATH",
+        "RUN conda init --all && conda config --append channels conda-forge",
+        "RUN adduser --disabled-password --gecos 'dog' nonroot",
+    ]
+    files = {f"shim/{k}": v for k, v in shim.items()} | {f"host-ca/{k}": v for k, v in cas.items()}
+    text = "\n".join(lines) + "\n"
+    key = _digest(text, root_id, *(k.encode() + v for k, v in sorted(files.items())))
+    return Layer(f"{TAG_PREFIX}/base:{key}", text, files, key=key)
+
+
+def env_layer(test_spec: Any, base: Layer, python: PythonPrefix) -> Layer:
+    """The environment image: the package's ``setup_env.sh`` run on the base with CPython copied in."""
+    script = test_spec.setup_env_script
+    text = "\n".join([
+        f"FROM {base.tag}",
+        f"COPY python /opt/farm/python/{python.minor}",
+        "COPY setup_env.sh /root/",
+        "RUN sed -i -e 's/\\r$//' /root/setup_env.sh && chmod +x /root/setup_env.sh",
+        'RUN /bin/bash -c "source ~/.bashrc && /root/setup_env.sh"',
+        "WORKDIR /testbed/",
+        'RUN echo "source /opt/miniconda3/etc/profile.d/conda.sh && conda activate testbed" > /root/.bashrc',
+        f"LABEL {PYTHON_LABEL}={python.version}:{python.path}",
+    ]) + "\n"
+    key = _digest(text, base.key, script, python.version)
+    repo = test_spec.repo.replace("/", "__").lower()
+    return Layer(f"{TAG_PREFIX}/env.{repo}.{test_spec.version}:{key}", text, {"setup_env.sh": script.encode()},
+                 {"python": python.path}, key=key)
+
+
+def repo_script(test_spec: Any) -> str:
+    """The package's ``setup_repo.sh`` with its GitHub clone replaced by the mirror's checkout.
+
+    Raises:
+        ConfigError: the script does not start its work with the clone this replaces.
+    """
+    lines = test_spec.install_repo_script.splitlines()
+    clone = re.compile(r"^git clone -o origin (https://github\.com/\S+) (/\S+)$")
+    hits = [i for i, line in enumerate(lines) if clone.match(line)]
+    if len(hits) != 1:
+        raise ConfigError(f"{test_spec.instance_id}: swebench's setup_repo.sh has {len(hits)} `git clone` lines; "
+                          "farm replaces exactly one with the mirror's checkout")
+    m = clone.match(lines[hits[0]])
+    assert m is not None
+    # the checkout is already at /testbed (COPY); the remote the script removes next must exist
+    lines[hits[0]] = f"git -C {m.group(2)} remote add origin {m.group(1)}"
+    return "\n".join(lines) + "\n"
+
+
+def instance_layer(test_spec: Any, row: dict[str, Any], env: Layer, python: PythonPrefix, tag: str,
+                   swebench_version: str) -> Layer:
+    """The instance image, tagged as the published one it stands in for."""
+    script = repo_script(test_spec)
+    diff = DIFFERENCES.format(version=swebench_version, python=python.version)
+    text = "\n".join([
+        f"FROM {env.tag}",
+        "COPY testbed /testbed",
+        "COPY setup_repo.sh /root/",
+        "RUN sed -i -e 's/\\r$//' /root/setup_repo.sh",
+        "RUN /bin/bash /root/setup_repo.sh",
+        "WORKDIR /testbed/",
+        "LABEL io.farm.standin=true",
+        f"LABEL io.farm.standin.differences={json.dumps(diff)}",
+    ]) + "\n"
+    key = _digest(text, env.key, script, row["base_commit"])
+    return Layer(tag, text + f"LABEL {RECIPE_LABEL}={key}\n", {"setup_repo.sh": script.encode()}, key=key)

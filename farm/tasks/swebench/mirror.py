@@ -1,0 +1,124 @@
+"""The local repository mirror a SWE-bench run builds its instances from (``benchmark.repos``).
+
+One entry per source repository, named ``<owner>+<name>`` after the dataset's ``repo`` field
+(``django/django`` -> ``django+django``): a bare repository, a checkout (its ``.git`` is used),
+a directory holding either as ``repo`` (what a snapshot fetch leaves), or a git bundle
+``<owner>+<name>.bundle``. A fork that holds the same commits serves as well (commit ids are
+content hashes); link it under the upstream's name. Nothing is fetched: a missing repository or
+commit is an error that names it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from farm.errors import ConfigError
+
+
+class MirrorError(ConfigError):
+    """The mirror lacks a repository or a commit a row needs."""
+
+
+def entry_name(repo: str) -> str:
+    """``owner/name`` -> ``owner+name``."""
+    return repo.replace("/", "+")
+
+
+def _git_dir(path: Path) -> Path | None:
+    for cand in (path, path / ".git", path / "repo", path / "repo" / ".git"):
+        if (cand / "HEAD").is_file() and (cand / "objects").is_dir():
+            return cand
+    return None
+
+
+def _git(git_dir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True, timeout=timeout)
+
+
+@dataclass(frozen=True)
+class RepoMirror:
+    root: Path
+
+    @classmethod
+    def at(cls, path: str | Path, key: str = "benchmark.repos") -> RepoMirror:
+        """Raises: ConfigError naming ``key`` when ``path`` is not a directory."""
+        root = Path(path).expanduser()
+        if not root.is_dir():
+            raise ConfigError(f"invalid value {str(path)!r} for '{key}': not a directory (expected one entry "
+                              "per repository, named <owner>+<name>, e.g. django+django)")
+        return cls(root.resolve())
+
+    def source(self, repo: str) -> str:
+        """What git can read ``repo`` from: a git directory, or a bundle file.
+
+        Raises:
+            MirrorError: no entry for ``repo``.
+        """
+        base = self.root / entry_name(repo)
+        found = _git_dir(base) if base.is_dir() else None
+        if found is not None:
+            return str(found)
+        bundle = self.root / f"{entry_name(repo)}.bundle"
+        if bundle.is_file():
+            return str(bundle)
+        raise MirrorError(f"benchmark.repos={self.root}: no repository for {repo!r} (expected "
+                          f"{base} as a bare repository, a checkout, or {bundle.name})")
+
+    def _readable(self, repo: str) -> Path:
+        """A git directory for ``repo`` (a bundle is unpacked once into ``.farm-bundles/``)."""
+        src = Path(self.source(repo))
+        if src.is_dir():
+            return src
+        into = self.root / ".farm-bundles" / entry_name(repo)
+        if not (into / "HEAD").is_file():
+            into.parent.mkdir(parents=True, exist_ok=True)
+            res = subprocess.run(["git", "clone", "--bare", "--quiet", str(src), str(into)], capture_output=True)
+            if res.returncode != 0:
+                raise MirrorError(f"benchmark.repos: cannot read bundle {src}: {res.stderr.decode()[-300:]}")
+        return into
+
+    def has_commit(self, repo: str, commit: str) -> bool:
+        return _git(self._readable(repo), "cat-file", "-e", f"{commit}^{{commit}}").returncode == 0
+
+    def require_commit(self, repo: str, commit: str, what: str = "base_commit") -> Path:
+        """The git directory, after checking it holds ``commit``.
+
+        Raises:
+            MirrorError: naming the repository, the commit and the entry searched.
+        """
+        git_dir = self._readable(repo)
+        if _git(git_dir, "cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
+            raise MirrorError(f"benchmark.repos: {git_dir} has no commit {commit} ({what} of a {repo} instance); "
+                              "bring in a mirror that holds it (a fork with the same history serves)")
+        return git_dir
+
+    def show(self, repo: str, commit: str, path: str) -> bytes | None:
+        """The bytes of ``path`` at ``commit``; None when the commit lacks that file."""
+        res = _git(self.require_commit(repo, commit, "environment_setup_commit"), "show", f"{commit}:{path}")
+        return res.stdout if res.returncode == 0 else None
+
+    def checkout(self, repo: str, commit: str, dest: Path) -> None:
+        """``dest`` becomes a one-commit clone of ``repo`` at ``commit``, on a branch, no remote.
+
+        Only that commit's objects travel (a shallow fetch), so no later commit — the fix —
+        is in the result's history.
+
+        Raises:
+            MirrorError: the commit is missing or git fails.
+        """
+        git_dir = self.require_commit(repo, commit)
+        dest.mkdir(parents=True, exist_ok=True)
+        upload = "git -c uploadpack.allowAnySHA1InWant=true upload-pack"
+        steps = [
+            ["git", "init", "--quiet", "-b", "main", str(dest)],
+            ["git", "-C", str(dest), "fetch", "--quiet", "--depth=1", f"--upload-pack={upload}",
+             f"file://{git_dir}", commit],
+            ["git", "-C", str(dest), "reset", "--quiet", "--hard", commit],
+        ]
+        for cmd in steps:
+            res = subprocess.run(cmd, capture_output=True, timeout=1800)
+            if res.returncode != 0:
+                raise MirrorError(f"checking out {repo}@{commit} from {git_dir} failed at {' '.join(cmd[:4])}: "
+                                  f"{res.stderr.decode(errors='replace')[-400:]}")

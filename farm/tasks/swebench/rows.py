@@ -1,0 +1,100 @@
+"""SWE-bench instance rows as the dataset publishes them: JSON lines, a JSON list, or Parquet.
+
+Each row must have the fields the evaluation needs; one that lacks one, or has the wrong type,
+is an error naming the file, the row and the field. ``FAIL_TO_PASS``/``PASS_TO_PASS`` may be
+lists or JSON-encoded lists (both are published).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from farm.errors import TaskFormatError
+
+REQUIRED = ("instance_id", "repo", "base_commit", "version", "patch", "test_patch", "problem_statement",
+            "FAIL_TO_PASS", "PASS_TO_PASS")
+OPTIONAL = ("environment_setup_commit", "hints_text", "created_at", "difficulty")
+SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+def is_rows_file(path: Path) -> bool:
+    return path.is_file() and path.suffix.lower() in SUFFIXES
+
+
+def _read(path: Path) -> list[Any]:
+    if path.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            return pq.read_table(path).to_pylist()
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is the same error to the user
+            raise TaskFormatError(path, f"cannot read the Parquet rows: {exc}") from None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskFormatError(path, f"cannot read SWE-bench rows: {exc}") from None
+    if text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TaskFormatError(path, f"not a JSON list: {exc}") from None
+        return list(data)
+    rows = []
+    for no, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise TaskFormatError(f"{path}:{no}", f"not a JSON line: {exc}") from None
+    return rows
+
+
+def _tests(value: Any, where: str, key: str) -> list[str]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise TaskFormatError(where, f"field {key!r} is a string but not a JSON list: {value[:80]!r}") from None
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise TaskFormatError(where, f"field {key!r} must be a list of test names, got {type(value).__name__}")
+    return value
+
+
+def check_row(row: Any, where: str) -> dict[str, Any]:
+    """The row with its test lists decoded.
+
+    Raises:
+        TaskFormatError: naming ``where`` and the missing or ill-typed field.
+    """
+    if not isinstance(row, dict):
+        raise TaskFormatError(where, f"a row must be an object, got {type(row).__name__}")
+    for key in REQUIRED:
+        if key not in row or row[key] is None:
+            raise TaskFormatError(where, f"missing field {key!r}")
+        if key not in ("FAIL_TO_PASS", "PASS_TO_PASS") and not isinstance(row[key], (str, int, float)):
+            raise TaskFormatError(where, f"field {key!r} must be a string, got {type(row[key]).__name__}")
+    out = {k: row[k] for k in (*REQUIRED, *OPTIONAL) if k in row and row[k] is not None}
+    out["version"] = str(row["version"])
+    if "/" not in str(row["repo"]):
+        raise TaskFormatError(where, f"field 'repo' must be owner/name, got {row['repo']!r}")
+    for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+        out[key] = _tests(row[key], where, key)
+    return out
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Every row of ``path``, checked; a duplicate ``instance_id`` is an error.
+
+    Raises:
+        TaskFormatError: an unreadable file or a bad row (named by line/row number).
+    """
+    rows, seen = [], set()
+    for no, raw in enumerate(_read(path), 1):
+        row = check_row(raw, f"{path}: row {no}")
+        if row["instance_id"] in seen:
+            raise TaskFormatError(f"{path}: row {no}", f"duplicate instance_id {row['instance_id']!r}")
+        seen.add(row["instance_id"])
+        rows.append(row)
+    return rows
