@@ -71,6 +71,8 @@ def test_claim_is_read_against_100_percent_and_against_the_ceiling(tmp_path):
     md = paths.markdown.read_text()
     assert "35.0 / 70.0" in md and "61.5 / 70.0" in md  # score / ceiling and claim / ceiling
     assert "60.0 (12/20), 2 unknown: up to 70.0" in md
+    html = paths.html.read_text()  # both verdicts in their verdict colours
+    assert '<td class="v-reproduced">reproduced</td>' in html and '<td class="v-below">below by' in html
     (c,) = _csv(paths.csv["ceilings"])
     assert c["benchmark"] == "swebench_verified" and c["pin_revision"] == VERIFIED_PIN["revision"]
     assert c["by_status"] == "flaky 2, invalid_gold 3, not_built 1, pass 10, timeout 2"
