@@ -142,8 +142,9 @@ def _html_table(t: Table) -> str:
                 cells.append(f'<td class="trace" title="{e(str(row["config_hash"]))}">{e(text)}</td>')
             elif h == "run":
                 cells.append(f'<td class="trace">{e(text)}</td>')
-            elif h == "verdict":
-                cells.append(f'<td class="v-{e(str(row.get("verdict", "")))}">{e(text)}</td>')
+            elif h in ("verdict", "verdict vs ceiling"):
+                key = "verdict" if h == "verdict" else "verdict_vs_ceiling"
+                cells.append(f'<td class="v-{e(str(row.get(key, "")))}">{e(text)}</td>')
             else:
                 cells.append(f"<td>{e(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from farm.errors import ConfigError
+from farm.report import ceilings as ceil
 from farm.report.ablation import ArmRow, ablation_rows, tool_turns
 from farm.report.claims import ClaimsRegistry
 from farm.report.cost import COST_FIELDS, CostRow, cost_rows
@@ -36,6 +37,7 @@ class ReportOptions:
     incomplete_threshold: float = 0.05
     power: float = 0.8  # statistical planner (farm/report/power.py); alpha = 1 - level
     power_delta_pts: float = 3.0
+    ceilings_dir: str | None = None  # farm/tasks/ceilings by default (the Python API only)
 
     def __post_init__(self) -> None:
         if not isinstance(self.bootstrap, int) or self.bootstrap < 1:
@@ -78,6 +80,7 @@ class ReportContent:
     groups: list[Group] = field(default_factory=list)
     stats: list[GroupStats] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
+    ceilings: list[ceil.CeilingVerdict] = field(default_factory=list)
     ablation: list[ArmRow] = field(default_factory=list)
     cost: list[CostRow] = field(default_factory=list)
     parallel: dict[tuple[str, str, str, str], tuple[int, int]] = field(default_factory=dict)
@@ -100,6 +103,8 @@ def compute(runs: list[RunData], registry: ClaimsRegistry, options: ReportOption
         for g in groups:
             content.parallel[(g.run_id, g.benchmark, g.arm, g.model)] = tool_turns(g.trials, run.steps)
     content.verdicts = verdicts(content.stats, registry, options.incomplete_threshold, options.power_options)
+    content.ceilings = ceil.ceiling_verdicts(content.groups, content.stats, content.verdicts,
+                                             options.incomplete_threshold, options.ceilings_dir)
     content.main = main_rows(content.groups, content.stats, content.integrity, content.verdicts)
     content.tables = _tables(content)
     return content
@@ -120,6 +125,7 @@ def _tables(c: ReportContent) -> list[Table]:
     return [
         main_table(c.main, c.options.bootstrap, c.options.seed),
         *_verdicts_table(c),
+        *ceil.ceilings_table(c.ceilings),
         *_results_table(c),
         *_outcomes_table(c),
         *_error_classes_table(c),
@@ -333,6 +339,7 @@ def _exit_reasons_table(c: ReportContent) -> list[Table]:
 def _verdicts_table(c: ReportContent) -> list[Table]:
     """Each claim against what was measured."""
     tables: list[Table] = []
+    by_verdict = {id(cv.verdict): cv for cv in c.ceilings}
     verdict_rows = [
         {
             "run_id": v.run_id,
@@ -353,6 +360,7 @@ def _verdicts_table(c: ReportContent) -> list[Table]:
             "verdict_text": v.text,
             "note": v.note,
             **power_fields(v.power),
+            **ceil.ceiling_fields(by_verdict.get(id(v))),
         }
         for v in c.verdicts
     ]
@@ -367,13 +375,15 @@ def _verdicts_table(c: ReportContent) -> list[Table]:
                 ("arm", lambda r: r["arm"]),
                 ("claim", lambda r: f"{fmt(r['claim'])} ({r['claim_metric']})"),
                 ("verdict", lambda r: r["verdict_text"]),
+                *ceil.ceiling_columns(),
                 ("note", lambda r: r["note"]),
                 ("MDD pts", lambda r: fmt(r.get("power_mdd_pts"))),
                 ("source", lambda r: r["claim_source"]),
                 *trace_columns(),
             ],
             note=f"reproduced = claim inside our 95% CI; incomplete = more than "
-            f"{100 * c.options.incomplete_threshold:.0f}% of scheduled trials are infra errors or missing.",
+            f"{100 * c.options.incomplete_threshold:.0f}% of scheduled trials are infra errors or missing."
+            + ceil.CEILING_NOTE,
         ),
     )
 
