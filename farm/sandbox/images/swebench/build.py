@@ -108,7 +108,8 @@ async def ensure_instance(binary: str, row: dict[str, Any], repos: str | None, *
         pass
 
     def stage_env(ctx: Path) -> None:
-        stage_python(python, ctx / "python")
+        if python.path is not None:
+            stage_python(python, ctx / "python")
 
     def stage_instance(ctx: Path) -> None:
         mirror.checkout(row["repo"], row["base_commit"], ctx / "testbed")

@@ -20,14 +20,16 @@ from pathlib import Path
 from farm.errors import ConfigError
 
 DEFAULT_PYTHONS = "~/.pyenv/versions"
+# the python3 package of the base image's Debian release (bookworm): used when no prefix is given
+DEBIAN_PYTHON = "3.11"
 # what a conda environment starts with besides the standard library
 _KEEP_SITE = ("pip", "setuptools", "wheel", "pkg_resources", "_distutils_hack", "distutils-precedence.pth")
 
 
 @dataclass(frozen=True)
 class PythonPrefix:
-    version: str  # X.Y.Z
-    path: Path
+    version: str  # X.Y.Z, or X.Y for Debian's
+    path: Path | None  # None: Debian's own python3.X in the base image, as a venv with copied binaries
 
     @property
     def minor(self) -> str:
@@ -35,7 +37,8 @@ class PythonPrefix:
 
 
 def find_python(minor: str, pythons: str | None) -> PythonPrefix:
-    """The newest prefix for ``minor`` (``3.9``) under ``pythons``.
+    """The newest prefix for ``minor`` (``3.9``) under ``pythons``; for the base image's Debian
+    python (3.11) with no prefix given, Debian's own.
 
     Raises:
         ConfigError: naming the version, the directory and what it has.
@@ -44,6 +47,8 @@ def find_python(minor: str, pythons: str | None) -> PythonPrefix:
     have = sorted(p.name for p in root.iterdir()) if root.is_dir() else []
     found = [n for n in have if re.fullmatch(rf"{re.escape(minor)}(\.\d+)?", n)
              and (root / n / "bin" / f"python{minor}").exists()]
+    if not found and minor == DEBIAN_PYTHON:
+        return PythonPrefix(minor, None)
     if not found:
         raise ConfigError(f"SWE-bench needs CPython {minor} and benchmark.pythons={str(root)!r} has none "
                           f"(it has {have or 'nothing'}): put a CPython {minor} prefix there as {minor}.N "
@@ -75,6 +80,7 @@ def stage_python(prefix: PythonPrefix, dest: Path) -> None:
     Raises:
         ConfigError: patchelf is missing and the interpreter needs it.
     """
+    assert prefix.path is not None, "Debian's python is not staged"
     shutil.copytree(prefix.path, dest, symlinks=True, ignore=_ignore(prefix.minor))
     for exe in (dest / "bin").glob("python*"):
         if exe.is_symlink() or not exe.is_file() or exe.read_bytes()[:4] != b"\x7fELF":

@@ -50,7 +50,6 @@ class Layer:
     tag: str
     dockerfile: str
     files: dict[str, bytes] = field(default_factory=dict)  # context path -> content
-    dirs: dict[str, Path] = field(default_factory=dict)  # context path -> a directory staged later
     key: str = ""  # the recipe hash (also the tag's suffix, or a label where the tag is fixed)
 
 
@@ -112,20 +111,26 @@ def base_layer(root: str, root_id: str) -> Layer:
 def env_layer(test_spec: Any, base: Layer, python: PythonPrefix) -> Layer:
     """The environment image: the package's ``setup_env.sh`` run on the base with CPython copied in."""
     script = test_spec.setup_env_script
+    # a given prefix is copied in; Debian's python3.X becomes a venv with copied binaries, which the
+    # conda stand-in copies like a prefix (its pyvenv.cfg points at /usr/bin, so the copy still runs)
+    python_in = (f"COPY python /opt/farm/python/{python.minor}" if python.path is not None else
+                 f"RUN apt-get update && apt-get install -y --no-install-recommends python{python.minor}-venv "
+                 f"python{python.minor}-dev && rm -rf /var/lib/apt/lists/* && "
+                 f"python{python.minor} -m venv --copies /opt/farm/python/{python.minor}")
     text = "\n".join([
         f"FROM {base.tag}",
-        f"COPY python /opt/farm/python/{python.minor}",
+        python_in,
         "COPY setup_env.sh /root/",
         "RUN sed -i -e 's/\\r$//' /root/setup_env.sh && chmod +x /root/setup_env.sh",
         'RUN /bin/bash -c "source ~/.bashrc && /root/setup_env.sh"',
         "WORKDIR /testbed/",
         'RUN echo "source /opt/miniconda3/etc/profile.d/conda.sh && conda activate testbed" > /root/.bashrc',
-        f"LABEL {PYTHON_LABEL}={python.version}:{python.path}",
+        f"LABEL {PYTHON_LABEL}={python.version}:{python.path or 'debian-venv'}",
     ]) + "\n"
     key = _digest(text, base.key, script, python.version)
     repo = test_spec.repo.replace("/", "__").lower()
     return Layer(f"{TAG_PREFIX}/env.{repo}.{test_spec.version}:{key}", text, {"setup_env.sh": script.encode()},
-                 {"python": python.path}, key=key)
+                 key=key)
 
 
 def repo_script(test_spec: Any) -> str:
