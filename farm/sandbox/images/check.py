@@ -49,6 +49,8 @@ EXIT_UNRESOLVABLE = 1
 # what is known about one image reference
 PRESENT, IN_REGISTRY, NOT_CHECKED, ABSENT, UNREACHABLE = "present", "in registry", "not checked", "absent", \
     "not in registry"
+# a SWE-bench instance image farm builds a stand-in of when it is absent (farm/sandbox/images/swebench/)
+STANDIN_BUILD = "stand-in built on start"
 
 
 @dataclass
@@ -63,7 +65,7 @@ class ImageState:
     @property
     def usable(self) -> bool:
         """A start could have this image (``not checked`` is given the benefit of the doubt)."""
-        return self.state in (PRESENT, IN_REGISTRY, NOT_CHECKED)
+        return self.state in (PRESENT, IN_REGISTRY, NOT_CHECKED, STANDIN_BUILD)
 
     def describe(self) -> str:
         what = self.state + (" (stand-in)" if self.standin else "")
@@ -178,6 +180,9 @@ async def check_task(binary: str, task: Task, cfg: DockerSandboxConfig, policy: 
     base_pull = "never" if cfg.pull == "never" else "missing"
     row.bases = list(await asyncio.gather(*(image_state(binary, b, pull=base_pull, registry=registry)
                                             for b in parsed.base_images)))
+    swebench_base = _swebench_base(task)
+    row.bases = [ImageState(b.ref, STANDIN_BUILD, standin=True) if not b.usable and _same_ref(b.ref, swebench_base)
+                 else b for b in row.bases]
     missing = [b for b in row.bases if not b.usable]
     if missing and not row.cached:
         row.ok = False
@@ -186,6 +191,20 @@ async def check_task(binary: str, task: Task, cfg: DockerSandboxConfig, policy: 
     else:
         row.why = ""  # the build gives the image even though the named one is unavailable
     return row
+
+
+def _swebench_base(task: Task) -> str | None:
+    """The SWE-bench instance image the task's build starts FROM, when farm can build its stand-in."""
+    row = task.metadata.get("swebench")
+    if not isinstance(row, dict) or not task.metadata.get("swebench_repos"):
+        return None
+    from farm.tasks.swebench.spec import instance_image
+
+    return instance_image(row)
+
+
+def _same_ref(ref: str, other: str | None) -> bool:
+    return other is not None and ref.removeprefix("docker.io/") == other.removeprefix("docker.io/")
 
 
 async def check_tasks(binary: str, tasks: list[Task], cfg: DockerSandboxConfig, policy: str, *,

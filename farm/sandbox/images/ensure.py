@@ -80,13 +80,17 @@ async def _swebench_base(binary: str, task: Task, policy: str, pull: str, lock_d
         SandboxStartError: ``image_build`` when the stand-in cannot be built (its cause named).
     """
     from farm.sandbox.images.swebench.build import ensure_instance
+    from farm.sandbox.images.swebench.recipe import RECIPE_LABEL
     from farm.tasks.swebench.spec import instance_image
 
     row = dict(task.metadata["swebench"])  # type: ignore[call-overload]
     ref = "docker.io/" + instance_image(row)
-    if await inspect_image(binary, ref) is not None:
-        return ""
-    if policy == "pull-or-build":
+    present = await inspect_image(binary, ref)
+    if present is not None and RECIPE_LABEL not in present.labels:
+        return ""  # the published image (or one the user provides): used as it is
+    # absent, or farm's own stand-in: ensure_instance rebuilds it when its recipe changed (the row's
+    # base commit, the package's scripts, the environment), never reusing a stale one
+    if policy == "pull-or-build" and present is None:
         got = await _present_or_pulled(binary, ref, pull, remember=True)
         if isinstance(got, EnsuredImage):
             return ""

@@ -16,6 +16,10 @@ from farm.errors import TaskFormatError
 REQUIRED = ("instance_id", "repo", "base_commit", "version", "patch", "test_patch", "problem_statement",
             "FAIL_TO_PASS", "PASS_TO_PASS")
 OPTIONAL = ("environment_setup_commit", "hints_text", "created_at", "difficulty")
+# farm's extension for instances of repositories the swebench package has no specs for (a dataset
+# of one's own, the tests): ``spec`` is that version's spec in the package's own shape, and
+# ``log_parser_of`` names a repository whose log parser reads its test output (farm/tasks/swebench/spec.py)
+EXTENSION = ("spec", "log_parser_of")
 SUFFIXES = (".jsonl", ".json", ".parquet")
 
 
@@ -75,7 +79,12 @@ def check_row(row: Any, where: str) -> dict[str, Any]:
             raise TaskFormatError(where, f"missing field {key!r}")
         if key not in ("FAIL_TO_PASS", "PASS_TO_PASS") and not isinstance(row[key], (str, int, float)):
             raise TaskFormatError(where, f"field {key!r} must be a string, got {type(row[key]).__name__}")
-    out = {k: row[k] for k in (*REQUIRED, *OPTIONAL) if k in row and row[k] is not None}
+    out = {k: row[k] for k in (*REQUIRED, *OPTIONAL, *EXTENSION) if k in row and row[k] is not None}
+    if ("spec" in out) != ("log_parser_of" in out):
+        raise TaskFormatError(where, "fields 'spec' and 'log_parser_of' go together (an instance the swebench "
+                                     "package has no specs for needs both)")
+    if "spec" in out and not isinstance(out["spec"], dict):
+        raise TaskFormatError(where, f"field 'spec' must be an object, got {type(out['spec']).__name__}")
     out["version"] = str(row["version"])
     if "/" not in str(row["repo"]):
         raise TaskFormatError(where, f"field 'repo' must be owner/name, got {row['repo']!r}")

@@ -99,6 +99,32 @@ def _listed(value: Any) -> list[str]:
     return list(json.loads(value)) if isinstance(value, str) else list(value or [])
 
 
+def register(row: Mapping[str, Any]) -> None:
+    """Make the package know a row's own spec (rows.py's ``spec``/``log_parser_of`` extension).
+
+    Raises:
+        ConfigError: the row would replace a spec or parser the package already has, or names a
+            parser repository the package does not know.
+    """
+    if "spec" not in row:
+        return
+    _package()
+    from swebench.harness.constants import MAP_REPO_TO_EXT, MAP_REPO_VERSION_TO_SPECS
+    from swebench.harness.log_parsers import MAP_REPO_TO_PARSER
+
+    repo, version, parser = row["repo"], str(row["version"]), row["log_parser_of"]
+    known = MAP_REPO_VERSION_TO_SPECS.get(repo, {}).get(version)
+    if known is not None and known != row["spec"]:
+        raise ConfigError(f"instance {row['instance_id']}: field 'spec' would replace swebench's own spec for "
+                          f"{repo} {version}; rows of the package's repositories use its specs")
+    if parser not in MAP_REPO_TO_PARSER:
+        raise ConfigError(f"instance {row['instance_id']}: invalid value {parser!r} for 'log_parser_of': "
+                          "not a repository the swebench package has a log parser for")
+    MAP_REPO_VERSION_TO_SPECS.setdefault(repo, {})[version] = dict(row["spec"])
+    MAP_REPO_TO_PARSER.setdefault(repo, MAP_REPO_TO_PARSER[parser])
+    MAP_REPO_TO_EXT.setdefault(repo, "py")
+
+
 def specs_of(row: Mapping[str, Any]) -> dict[str, Any]:
     """The package's specs for the row's repository and version.
 
@@ -108,6 +134,7 @@ def specs_of(row: Mapping[str, Any]) -> dict[str, Any]:
     _package()
     from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
 
+    register(row)
     repo, version = row["repo"], str(row["version"])
     try:
         return dict(MAP_REPO_VERSION_TO_SPECS[repo][version])
@@ -132,7 +159,7 @@ def test_spec(row: Mapping[str, Any], mirror: RepoMirror | None = None) -> Any:
         NetworkRefused: the spec needs a requirements file and ``mirror`` is None.
         MirrorError: the mirror lacks the repository or the environment commit.
     """
-    _package()
+    register(row)
     from swebench.harness.test_spec.test_spec import make_test_spec
 
     with served_from(mirror):
@@ -142,7 +169,7 @@ def test_spec(row: Mapping[str, Any], mirror: RepoMirror | None = None) -> Any:
 def grading_spec(row: Mapping[str, Any]) -> Any:
     """A ``TestSpec`` with what the package's log parsers and report read (repo, version, tests),
     made without the environment recipe: grading never needs the requirements files."""
-    _package()
+    register(row)
     from swebench.harness.constants import MAP_REPO_TO_EXT
     from swebench.harness.test_spec.test_spec import TestSpec
 

@@ -29,7 +29,7 @@ from farm.tasks.swebench import spec
 FORMAT = 1
 TEST_LOG = "/logs/verifier/test_output.txt"
 ROW_KEYS = ("instance_id", "repo", "version", "base_commit", "environment_setup_commit", "test_patch",
-            "FAIL_TO_PASS", "PASS_TO_PASS")
+            "FAIL_TO_PASS", "PASS_TO_PASS", "spec", "log_parser_of")
 
 TASK_TOML = """\
 # written by farm from a SWE-bench row (farm/tasks/swebench/task_dir.py); limits as Harbor's adapter sets them
