@@ -100,6 +100,21 @@ tb2-oracle: images
 	  benchmark.path=$(TB2_DIR) store.uri=$(TB2_OUT) run.executor=local run.max_in_flight=1 \
 	  grade.verifier_cache.dir=$(TB2_VERIFIER_CACHE) $(TB2_ARGS)
 
+# SWE-bench Verified gold/empty validation on stand-in instance images (docs/benchmarks.md, not CI):
+# builds each instance whose repository SWEBENCH_REPOS has (<owner>+<name> mirrors) from the
+# swebench package's scripts under podman and grades the gold and the empty patch; resumable.
+SWEBENCH_ROWS ?= ../shared/fixtures/swebench-verified/swebench-verified.jsonl
+SWEBENCH_REPOS ?=
+SWEBENCH_OUT ?= build/swebench-gold
+SWEBENCH_ARGS ?= --jobs 2 --prune
+.PHONY: swebench-gold
+swebench-gold: setup
+	@$(MAKE) --no-print-directory system-deps APT="podman runc debootstrap patchelf git"
+	@test -n "$(SWEBENCH_REPOS)" || { echo "set SWEBENCH_REPOS=DIR (repository mirrors named <owner>+<name>)"; exit 2; }
+	FARM_IMAGES_CACHE=$(FARM_IMAGES_CACHE) $(PY) scripts/standin_images.py --only python:3.11-slim
+	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(FARM_IMAGES_CACHE)/containers.conf} $(PY) scripts/swebench_gold.py \
+	  --rows $(SWEBENCH_ROWS) --repos $(SWEBENCH_REPOS) --out $(SWEBENCH_OUT) $(SWEBENCH_ARGS)
+
 # The verifier cache (docs/grading.md): uv, the pinned pytest wheels and a relocatable CPython
 # 3.13, from PyPI and deb.debian.org only; pass it to runs as grade.verifier_cache.dir=$(VERIFIER_CACHE).
 # A second run with the same inputs does nothing. VERIFIER_CACHE_TASKS=DIR also pre-stages every
