@@ -154,6 +154,12 @@ async def main_async(args: argparse.Namespace) -> int:
         rows = [r for r in rows if r["instance_id"] in set(args.only)]
     order = {repo: i for i, repo in enumerate(args.order or [])}
     rows.sort(key=lambda r: (order.get(r["repo"], len(order)), r["repo"], r["version"], r["instance_id"]))
+    if args.interleave:  # one of each repository in turn: breadth across repositories early
+        by_repo: dict[str, list[dict]] = defaultdict(list)
+        for r in rows:
+            by_repo[r["repo"]].append(r)
+        queues = list(by_repo.values())
+        rows = [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
     todo = []
     for r in rows:
         if r["instance_id"] in done:
@@ -193,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", nargs="*", default=[])
     p.add_argument("--order", nargs="*", default=[], help="repositories first, in this order")
     p.add_argument("--limit", type=int)
+    p.add_argument("--interleave", action="store_true", help="take the repositories in turn")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--prune", action="store_true")
     p.add_argument("--summary", action="store_true")
