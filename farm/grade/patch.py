@@ -2,12 +2,18 @@
 
 The patch is taken relative to HEAD with untracked files included (``git add -A`` then
 ``git diff --cached --binary``), and the index is reset afterwards so the workspace the
-verifier sees in place is exactly what the agent left. ``capture_freeing_pids`` first makes
-sure git can start at all: an agent's fork storm is killed, then the patch captured.
+verifier sees in place is exactly what the agent left. Untracked files the task's image already
+had before the agent started (an install's ``*.egg-info`` in a repository that does not ignore
+it, build outputs) are no part of the agent's work: :func:`record_untracked_baseline` notes them
+with their content hashes, and a capture leaves out those still unchanged — otherwise the patch
+would not apply in a fresh sandbox from the same image ("already exists in working directory").
+``capture_freeing_pids`` first makes sure git can start at all: an agent's fork storm is killed,
+then the patch captured.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from farm.errors import FarmError
@@ -50,6 +56,30 @@ async def head_commit(sandbox: Sandbox, workdir: str) -> str | None:
     return head if res.exit_code == 0 and len(head) in (40, 64) else None
 
 
+BASELINE = "farm-untracked-baseline"  # in the repository's git directory: "<blob sha> <path>" per line
+
+
+async def record_untracked_baseline(sandbox: Sandbox, workdir: str) -> None:
+    """Note the untracked, not ignored files ``workdir`` has now (before the agent), with their
+    hashes, so a capture leaves out those the agent did not change. Best effort: a repository
+    git cannot read gets no baseline, and every untracked file stays in the patch."""
+    wd = shlex.quote(workdir)
+    await sandbox.exec(
+        f"g=$(git -C {wd} rev-parse --absolute-git-dir 2>/dev/null) || exit 0; "
+        f"git -C {wd} -c core.quotepath=off ls-files --others --exclude-standard | head -n 20000 | "
+        f"while IFS= read -r p; do h=$(git -C {wd} hash-object -- \"$p\") && printf '%s %s\\n' \"$h\" \"$p\"; "
+        f"done > \"$g/{BASELINE}\"",
+        timeout_s=120, cwd="/")
+
+
+# unstage what the baseline lists unchanged: the staged blob of that path is still the recorded one
+_DROP_BASELINE = (
+    'g=$(git -C {wd} rev-parse --absolute-git-dir) && if [ -s "$g/{baseline}" ]; then '
+    'while IFS=" " read -r h p; do s=$(git -C {wd} ls-files -s -- "$p" | cut -d" " -f2); '
+    '[ "$s" = "$h" ] && git -C {wd} rm -q --cached -- "$p" >/dev/null 2>&1; done < "$g/{baseline}"; fi; true'
+)
+
+
 async def capture_patch(sandbox: Sandbox, workdir: str, require_git: bool = True, base: str | None = None) -> str:
     """Everything the agent changed in ``workdir`` as one binary git diff.
 
@@ -76,7 +106,8 @@ async def capture_patch(sandbox: Sandbox, workdir: str, require_git: bool = True
     wd = shlex.quote(workdir)
     against = f" {shlex.quote(base)}" if base else ""
     cmd = (
-        f"git -C {wd} add -A >/dev/null && git -C {wd} -c core.quotepath=off diff --cached --binary{against}; "
+        f"git -C {wd} add -A >/dev/null && {{ {_DROP_BASELINE.format(wd=wd, baseline=BASELINE)}; }} && "
+        f"git -C {wd} -c core.quotepath=off diff --cached --binary{against}; "
         f"rc=$?; git -C {wd} reset -q --mixed HEAD >/dev/null 2>&1; exit $rc"
     )
     res = await sandbox.exec(cmd, timeout_s=120, cwd="/", output_cap=PATCH_CAP)
@@ -92,11 +123,26 @@ async def apply_patch(sandbox: Sandbox, workdir: str, patch: str) -> tuple[bool,
     if not patch.strip():
         return True, "empty patch"
     await sandbox.write_file(PATCH_PATH, patch.encode("utf-8", errors="surrogateescape"))
+    wd = shlex.quote(workdir)
+    # a file the patch creates that the image already has untracked (a baseline file the agent
+    # changed, see record_untracked_baseline): the patch holds its whole new content, so the
+    # image's copy goes first — git apply refuses to create over an existing file
+    clear = "".join(
+        f"if [ -e {q} ] && ! git -C {wd} ls-files --error-unmatch -- {q} >/dev/null 2>&1; then rm -rf -- {q}; fi; "
+        for q in (shlex.quote(f"{workdir.rstrip('/')}/{path}") for path in _created_paths(patch)))
     res = await sandbox.exec(
-        f"git -C {shlex.quote(workdir)} apply --binary --whitespace=nowarn {PATCH_PATH}",
+        f"{clear}git -C {wd} apply --binary --whitespace=nowarn {PATCH_PATH}",
         timeout_s=120, cwd="/", merge_stderr=True,
     )
     return res.exit_code == 0, res.output
+
+
+_CREATED = re.compile(r"^diff --git a/(.+?) b/\1\nnew file mode ", re.M)
+
+
+def _created_paths(patch: str) -> list[str]:
+    """Paths the patch creates (plain names only: git quotes unusual ones, left to git apply)."""
+    return [p for p in _CREATED.findall(patch) if ".." not in p.split("/")]
 
 
 # the processes the agent's commands left, counted from inside with bash builtins only (no fork

@@ -26,7 +26,7 @@ from farm.errors import FarmError
 from farm.grade.attempt import close_quietly, grade_attempt
 from farm.grade.hack_scan import scan_steps
 from farm.grade.history import HistoryStripError, should_strip, strip_history
-from farm.grade.patch import PatchError, capture_freeing_pids, head_commit
+from farm.grade.patch import PatchError, capture_freeing_pids, head_commit, record_untracked_baseline
 from farm.run.endpoint import host_port
 from farm.run.plan import TrialSpec
 from farm.run.rows import (
@@ -236,6 +236,8 @@ async def _prepare(att: _Attempt, sandbox: Sandbox, repo: str) -> str | None:
             row.history_refs_removed, row.history_objects_removed = stripped.refs_removed, stripped.objects_removed
     # the patch is taken against the commit the agent started from, so a commit is in it too
     base = row.base_commit or await head_commit(sandbox, repo)
+    if base is not None:
+        await record_untracked_baseline(sandbox, repo)  # what the image had is no part of the patch
 
     if att.policy == "oracle" or (att.policy == "scripted" and task.solution_dir is not None):
         # scripted policies may replay the reference solution too (dry runs of experiments)

@@ -230,3 +230,37 @@ async def test_git_that_cannot_run_is_reported_as_such(tmp_path: Path) -> None:
         assert await gp.capture_patch(no_git, "/app", require_git=False) == ""
     finally:
         await sb.close()
+
+
+async def test_untracked_files_the_image_had_stay_out_of_the_patch_unless_changed(tmp_path: Path) -> None:
+    """An install's egg-info (untracked, not ignored) is in the image before the agent: it is no
+    part of the agent's patch, which must apply in a fresh sandbox from the same image; a baseline
+    file the agent changed, and a new file, are in it."""
+    setup = INIT + " && mkdir pkg.egg-info && echo meta > pkg.egg-info/PKG-INFO && echo keep > 'old notes.txt'"
+    sb = await _sandbox(tmp_path, "a", setup)
+    try:
+        await gp.record_untracked_baseline(sb, "/app")
+        work = "cd /app && echo changed > 'old notes.txt' && echo fix > fix.txt && printf 'one\\nTWO\\n' > a.txt"
+        assert (await sb.exec(work, cwd="/")).exit_code == 0
+        patch = await gp.capture_patch(sb, "/app")
+        assert "pkg.egg-info" not in patch
+        assert "+changed" in patch and "diff --git a/fix.txt b/fix.txt" in patch and "+TWO" in patch
+        status = (await sb.exec("git status --porcelain", cwd="/app")).stdout
+        assert "?? pkg.egg-info/" in status.splitlines()  # the workspace itself is untouched
+    finally:
+        await sb.close()
+    fresh = await _sandbox(tmp_path, "b", setup)
+    try:
+        ok, out = await gp.apply_patch(fresh, "/app", patch)
+        assert ok, out
+        assert (await fresh.read_file("/app/old notes.txt")) == b"changed\n"
+    finally:
+        await fresh.close()
+
+
+async def test_without_a_baseline_every_untracked_file_is_in_the_patch(tmp_path: Path) -> None:
+    sb = await _sandbox(tmp_path, "a", INIT + " && mkdir pkg.egg-info && echo meta > pkg.egg-info/PKG-INFO")
+    try:
+        assert "pkg.egg-info/PKG-INFO" in await gp.capture_patch(sb, "/app")
+    finally:
+        await sb.close()
