@@ -8,6 +8,7 @@ lists or JSON-encoded lists (both are published).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ REQUIRED = ("instance_id", "repo", "base_commit", "version", "patch", "test_patc
             "FAIL_TO_PASS", "PASS_TO_PASS")
 OPTIONAL = ("environment_setup_commit", "hints_text", "created_at", "difficulty")
 SUFFIXES = (".jsonl", ".json", ".parquet")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
 def is_rows_file(path: Path) -> bool:
@@ -73,8 +75,16 @@ def check_row(row: Any, where: str) -> dict[str, Any]:
     for key in REQUIRED:
         if key not in row or row[key] is None:
             raise TaskFormatError(where, f"missing field {key!r}")
-        if key not in ("FAIL_TO_PASS", "PASS_TO_PASS") and not isinstance(row[key], (str, int, float)):
+        # only the version may come as a number (a Parquet export can type it so); an id or a
+        # patch that is not text would fail later, far from the row
+        types = (str, int, float) if key == "version" else str
+        if key not in ("FAIL_TO_PASS", "PASS_TO_PASS") and not isinstance(row[key], types):
             raise TaskFormatError(where, f"field {key!r} must be a string, got {type(row[key]).__name__}")
+    iid = row["instance_id"]
+    # the id names the task's directory (farm/tasks/swebench/task_dir.py): no path may hide in it
+    if not _ID.match(iid):
+        raise TaskFormatError(where, f"field 'instance_id' must be a plain name (letters, digits, . _ + -), "
+                                     f"got {iid!r}")
     out = {k: row[k] for k in (*REQUIRED, *OPTIONAL) if k in row and row[k] is not None}
     out["version"] = str(row["version"])
     if "/" not in str(row["repo"]):
