@@ -95,7 +95,7 @@ def load_benchmark_report(cfg: BenchmarkConfig, *, quiet: bool = True) -> Loaded
         directory = fetch.materialize(src, Path(cfg.cache_dir) if cfg.cache_dir else None, mirror=cfg.mirror)
         loaded = load_source(src, directory, select=select)
     if key is not None and key in SWEBENCH_SOURCES:
-        loaded = convert_harbor_copies(loaded, repos=cfg.repos, pythons=cfg.pythons)
+        loaded = convert_harbor_copies(loaded, repos=cfg.repos, pythons=cfg.pythons, cache_dir=cfg.cache_dir)
     return loaded.enforce(cfg.strict, quiet=quiet)
 
 

@@ -38,7 +38,7 @@ def load_rows(path: Path, src: Any, *, select: Select | None, repos: str | None,
     rows = read_rows(path)
     if select is not None:
         rows = select(rows, lambda r: r["instance_id"], lambda r: None)
-    root = Path(cache_dir).expanduser() / "swebench-tasks" if cache_dir else default_root()
+    root = _task_root(cache_dir)
     source = Source(url=str(path.resolve()), revision=_file_revision(path))
     report = LoadReport(benchmark=src.name)
     tasks: list[Task] = []
@@ -55,7 +55,12 @@ def load_rows(path: Path, src: Any, *, select: Select | None, repos: str | None,
     return LoadedBenchmark(tasks, report)
 
 
-def convert_harbor_copies(loaded: LoadedBenchmark, *, repos: str | None, pythons: str | None) -> LoadedBenchmark:
+def _task_root(cache_dir: str | None) -> Path:
+    return Path(cache_dir).expanduser() / "swebench-tasks" if cache_dir else default_root()
+
+
+def convert_harbor_copies(loaded: LoadedBenchmark, *, repos: str | None, pythons: str | None,
+                          cache_dir: str | None = None) -> LoadedBenchmark:
     """Harbor SWE-bench tasks whose ``tests/config.json`` is the instance row, graded as rows are.
 
     Harbor's verifier for them runs a parser that downloads its dependencies and, through the
@@ -74,7 +79,7 @@ def convert_harbor_copies(loaded: LoadedBenchmark, *, repos: str | None, pythons
         if row is None or row["instance_id"] != task.task_id:
             out.append(task)
             continue
-        directory = materialize(row, default_root())
+        directory = materialize(row, _task_root(cache_dir))  # where rows write theirs (benchmark.cache_dir)
         converted = load_harbor_task(directory, task.benchmark, source=task.source)
         converted = swebench_task(converted, row, repos=repos, pythons=pythons)
         # the copy's own limits, network and image lock stay; only the verifier and oracle are the row's

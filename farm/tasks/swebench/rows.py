@@ -8,6 +8,7 @@ lists or JSON-encoded lists (both are published).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ OPTIONAL = ("environment_setup_commit", "hints_text", "created_at", "difficulty"
 # ``log_parser_of`` names a repository whose log parser reads its test output (farm/tasks/swebench/spec.py)
 EXTENSION = ("spec", "log_parser_of")
 SUFFIXES = (".jsonl", ".json", ".parquet")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
 def is_rows_file(path: Path) -> bool:
@@ -77,8 +79,16 @@ def check_row(row: Any, where: str) -> dict[str, Any]:
     for key in REQUIRED:
         if key not in row or row[key] is None:
             raise TaskFormatError(where, f"missing field {key!r}")
-        if key not in ("FAIL_TO_PASS", "PASS_TO_PASS") and not isinstance(row[key], (str, int, float)):
+        # only the version may come as a number (a Parquet export can type it so); an id or a
+        # patch that is not text would fail later, far from the row
+        types = (str, int, float) if key == "version" else str
+        if key not in ("FAIL_TO_PASS", "PASS_TO_PASS") and not isinstance(row[key], types):
             raise TaskFormatError(where, f"field {key!r} must be a string, got {type(row[key]).__name__}")
+    iid = row["instance_id"]
+    # the id names the task's directory (farm/tasks/swebench/task_dir.py): no path may hide in it
+    if not _ID.match(iid):
+        raise TaskFormatError(where, f"field 'instance_id' must be a plain name (letters, digits, . _ + -), "
+                                     f"got {iid!r}")
     out = {k: row[k] for k in (*REQUIRED, *OPTIONAL, *EXTENSION) if k in row and row[k] is not None}
     if ("spec" in out) != ("log_parser_of" in out):
         raise TaskFormatError(where, "fields 'spec' and 'log_parser_of' go together (an instance the swebench "
