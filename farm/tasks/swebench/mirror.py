@@ -10,6 +10,7 @@ commit is an error that names it.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +99,26 @@ class RepoMirror:
         """The bytes of ``path`` at ``commit``; None when the commit lacks that file."""
         res = _git(self.require_commit(repo, commit, "environment_setup_commit"), "show", f"{commit}:{path}")
         return res.stdout if res.returncode == 0 else None
+
+    def scm_version(self, repo: str, commit: str) -> str | None:
+        """The version setuptools-scm would give ``commit`` in a full clone, from the mirror's tags
+        (``4.5.0`` three commits on -> ``4.5.1.dev3+g58e6a09db``); None without a version tag.
+
+        A one-commit checkout has no tags, so an install would call itself ``0.1.dev1`` — and a
+        repository whose tests check its own version (pytest's tox.ini ``minversion``) fails."""
+        res = _git(self._readable(repo), "describe", "--tags", "--long", "--match", "*[0-9]*", commit)
+        m = re.fullmatch(r"v?(\d+(?:\.\d+)*)(\.dev\d*)?-(\d+)-g([0-9a-f]+)", res.stdout.decode().strip()) \
+            if res.returncode == 0 else None
+        if m is None:  # no tag, or a pre-release tag (rc, b): no guess rather than a wrong one
+            return None
+        tag, dev, distance, short = m.group(1), m.group(2), int(m.group(3)), m.group(4)
+        if dev:  # a development tag (astropy's v5.1.dev): the distance is the dev number
+            return f"{tag}.dev{distance}+g{short}"
+        if distance == 0:
+            return tag
+        parts = tag.split(".")
+        parts[-1] = str(int(parts[-1]) + 1)
+        return f"{'.'.join(parts)}.dev{distance}+g{short}"
 
     def checkout(self, repo: str, commit: str, dest: Path) -> None:
         """``dest`` becomes a one-commit clone of ``repo`` at ``commit``, on a branch, no remote.

@@ -102,7 +102,8 @@ async def ensure_instance(binary: str, row: dict[str, Any], repos: str | None, *
                                 reason="image_build")
     base = base_layer(root, root_facts.image_id)
     env = env_layer(test_spec, base, python)
-    inst = instance_layer(test_spec, row, env, python, tag, spec.SWEBENCH_VERSION)
+    inst = instance_layer(test_spec, row, env, python, tag, spec.SWEBENCH_VERSION,
+                          mirror.scm_version(row["repo"], row["base_commit"]))
 
     def stage_base(ctx: Path) -> None:
         pass

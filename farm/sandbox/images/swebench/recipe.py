@@ -153,14 +153,19 @@ def repo_script(test_spec: Any) -> str:
 
 
 def instance_layer(test_spec: Any, row: dict[str, Any], env: Layer, python: PythonPrefix, tag: str,
-                   swebench_version: str) -> Layer:
-    """The instance image, tagged as the published one it stands in for."""
+                   swebench_version: str, scm_version: str | None = None) -> Layer:
+    """The instance image, tagged as the published one it stands in for.
+
+    ``scm_version``: what setuptools-scm would call the base commit in a full clone (the mirror's
+    tags; the one-commit checkout has none), given to the install as a build argument only.
+    """
     script = repo_script(test_spec)
     diff = DIFFERENCES.format(version=swebench_version, python=python.version)
     text = "\n".join([
         f"FROM {env.tag}",
         "COPY testbed /testbed",
         "COPY setup_repo.sh /root/",
+        *([f"ARG SETUPTOOLS_SCM_PRETEND_VERSION={scm_version}"] if scm_version else []),
         "RUN sed -i -e 's/\\r$//' /root/setup_repo.sh",
         "RUN /bin/bash /root/setup_repo.sh",
         "WORKDIR /testbed/",

@@ -1,0 +1,99 @@
+"""The repository mirror (farm/tasks/swebench/mirror.py) on repositories the test makes: entry
+layouts, one-commit checkouts with no later history, missing commits named, and the version
+setuptools-scm would give a commit in a full clone."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from farm.errors import ConfigError
+from farm.tasks.swebench.mirror import MirrorError, RepoMirror
+
+pytestmark = pytest.mark.tools("git")
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _commit(repo: Path, text: str) -> str:
+    (repo / "f.txt").write_text(text)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", text)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> Path:
+    repo = tmp_path / "origin"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    return repo
+
+
+def _mirror(tmp_path: Path, origin: Path, layout: str = "bare") -> RepoMirror:
+    root = tmp_path / "mirrors"
+    root.mkdir(exist_ok=True)
+    if layout == "bare":
+        subprocess.run(["git", "clone", "-q", "--bare", str(origin), str(root / "o+calc")], check=True)
+    elif layout == "repo-folder":  # what a snapshot fetch leaves: <entry>/repo
+        subprocess.run(["git", "clone", "-q", "--bare", str(origin), str(root / "o+calc" / "repo")], check=True)
+    elif layout == "bundle":
+        _git(origin, "bundle", "create", str(root / "o+calc.bundle"), "--all")
+    return RepoMirror.at(root)
+
+
+@pytest.mark.parametrize("layout", ["bare", "repo-folder", "bundle"])
+def test_checkout_is_one_commit_with_no_later_history(tmp_path: Path, origin: Path, layout: str) -> None:
+    base = _commit(origin, "base")
+    later = _commit(origin, "the fix")
+    mirror = _mirror(tmp_path, origin, layout)
+    dest = tmp_path / "testbed"
+    mirror.checkout("o/calc", base, dest)
+    assert (dest / "f.txt").read_text() == "base"
+    assert _git(dest, "rev-parse", "HEAD") == base
+    assert _git(dest, "rev-list", "--all", "--count") == "1"  # the fix is not one `git log --all` away
+    assert subprocess.run(["git", "-C", str(dest), "cat-file", "-e", later], capture_output=True).returncode != 0
+    assert _git(dest, "remote") == ""
+    assert mirror.show("o/calc", later, "f.txt") == b"the fix"
+    assert mirror.show("o/calc", base, "missing.txt") is None
+
+
+def test_missing_repository_and_commit_are_named(tmp_path: Path, origin: Path) -> None:
+    _commit(origin, "base")
+    mirror = _mirror(tmp_path, origin)
+    with pytest.raises(MirrorError, match=r"no repository for 'django/django'.*django\+django"):
+        mirror.source("django/django")
+    with pytest.raises(MirrorError, match="no commit 0{40}"):
+        mirror.checkout("o/calc", "0" * 40, tmp_path / "x")
+    with pytest.raises(ConfigError, match="benchmark.repos"):
+        RepoMirror.at(tmp_path / "nowhere")
+
+
+def test_scm_version_follows_the_tags_as_setuptools_scm_would(tmp_path: Path, origin: Path) -> None:
+    untagged = _commit(origin, "a")
+    tagged = _commit(origin, "b")
+    _git(origin, "tag", "v1.2.0")
+    _commit(origin, "c")
+    _commit(origin, "d")
+    three_on = _commit(origin, "e")
+    _commit(origin, "e2")
+    _git(origin, "tag", "2.0.dev")
+    dev_two = [_commit(origin, "f"), _commit(origin, "g")][-1]
+    _commit(origin, "g2")
+    _git(origin, "tag", "3.0rc1")
+    after_rc = _commit(origin, "h")
+    mirror = _mirror(tmp_path, origin)
+    assert mirror.scm_version("o/calc", untagged) is None
+    assert mirror.scm_version("o/calc", tagged) == "1.2.0"
+    assert mirror.scm_version("o/calc", three_on) == f"1.2.1.dev3+g{_short(origin, three_on, '1.2.0')}"
+    assert mirror.scm_version("o/calc", dev_two) == f"2.0.dev2+g{_short(origin, dev_two)}"
+    assert mirror.scm_version("o/calc", after_rc) is None  # a pre-release tag: no guess
+
+
+def _short(repo: Path, commit: str, match: str = "*") -> str:
+    return _git(repo, "describe", "--tags", "--long", "--match", f"*{match}*", commit).rsplit("-g", 1)[1]
