@@ -245,3 +245,20 @@ def test_farm_images_build_push_serves_the_tag_a_cluster_runs(
     assert podman("rmi", remote).returncode == 0
     assert podman("pull", remote).returncode == 0
     assert podman("image", "inspect", "--format", "{{.Id}}", remote).stdout.strip() == built_id
+
+
+async def test_an_absent_base_is_pulled_before_the_tag_is_computed(
+        podman_env: dict[str, str], tmp_path: Path, tags: list[str], registry: str) -> None:
+    # the tag covers the base's local id: were an absent base named by its reference only, the
+    # next start (the base now pulled by the build) would compute another tag and build again
+    base = f"{registry}/farm-test-pulled-base:{uuid.uuid4().hex[:8]}"
+    tags.append(base)
+    for args in (("tag", BASE_IMAGE, base), ("push", base), ("rmi", base)):
+        done = podman(*args)
+        assert done.returncode == 0, done.stderr
+    task = harbor_task(tmp_path, f"FROM {base}\nRUN true\n", name=f"a{uuid.uuid4().hex[:8]}")
+    first = await ensure.build_image("podman", task, pull="missing")
+    tags.insert(0, first.ref)
+    assert first.provenance.source == "built" and podman("image", "exists", base).returncode == 0
+    second = await ensure.build_image("podman", task, pull="missing")
+    assert second.provenance.source == "cached" and second.ref == first.ref == local_tag(task)

@@ -201,7 +201,7 @@ async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_di
         raise SandboxStartError(f"task {task.task_id}: no environment/Dockerfile to build", reason="image_build")
     context = build_context(task, dockerfile)
     # the bases as the engine has them now: a base rebuilt under its old tag is a new build
-    digest = build_digest(dockerfile, context, await base_identities(binary, dockerfile))
+    digest = build_digest(dockerfile, context, await base_identities(binary, dockerfile, pull=pull != "never"))
     tag = task_tag(task, digest, registry)
     if tag in _failed_builds:
         raise SandboxStartError(_failed_builds[tag] + "\n(failed earlier in this process; not rebuilt)",

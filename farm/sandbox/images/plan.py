@@ -164,15 +164,26 @@ def from_images(dockerfile: Path) -> tuple[str, ...]:
         return ()
 
 
-async def base_identities(binary: str, dockerfile: Path) -> dict[str, str]:
+async def base_identities(binary: str, dockerfile: Path, *, pull: bool = False) -> dict[str, str]:
     """FROM reference -> the engine's local image id, or the reference itself when the image is
-    not present (the build then pulls it or fails, as before). One ``image inspect`` per
-    distinct base: the check that a base rebuilt under the same tag is noticed."""
+    not present (the build then fails, or pulls it, as before). One ``image inspect`` per
+    distinct base: the check that a base rebuilt under the same tag is noticed.
+
+    ``pull``: an absent base is pulled first (what the build would do anyway), so that the tag
+    names the base the build will use and the next start, finding it present, computes the
+    same tag; a failed pull leaves the reference (the build then reports it).
+    """
     refs = sorted(set(from_images(dockerfile)))
 
-    async def one(ref: str) -> str:
+    async def inspect(ref: str) -> str:
         rc, out, _ = await run_engine(binary, "image", "inspect", "--format", "{{.Id}}", ref, timeout=60)
-        ident = out.strip().splitlines()[0] if rc == 0 and out.strip() else ""
+        return out.strip().splitlines()[0] if rc == 0 and out.strip() else ""
+
+    async def one(ref: str) -> str:
+        ident = await inspect(ref)
+        if not ident and pull:
+            rc, _, _ = await run_engine(binary, "pull", ref, timeout=1800)
+            ident = await inspect(ref) if rc == 0 else ""
         return ident or ref
 
     return dict(zip(refs, await asyncio.gather(*(one(r) for r in refs)), strict=True))
