@@ -58,10 +58,13 @@ NO_SOLUTION = "no_solution"
 INFRA_EXIT_REASONS: frozenset[ExitReason] = frozenset({LLM_QUERY_ERROR, TOOL_ERROR})
 
 # infra_error classes an attempt-level retry cannot fix: a build of the same content fails the
-# same way, and a verifier that could not set itself up was already re-run without the agent
-# (grade.verifier_retries) — another attempt would only pay for a second agent run; a verifier
-# cache that is not a cache is the run's configuration
-NOT_RETRYABLE = frozenset({f"{SANDBOX_START}:image_build", VERIFIER_SETUP, VERIFIER_CACHE})
+# same way (the engine's build, or a replayed build step on the local backend or under
+# image_policy=pull; the local FROM python environment), and a verifier that could not set
+# itself up was already re-run without the agent (grade.verifier_retries) — another attempt
+# would only pay for a second agent run; a verifier cache that is not a cache is the run's
+# configuration
+NOT_RETRYABLE = frozenset({f"{SANDBOX_START}:image_build", f"{SANDBOX_START}:build_step",
+                           f"{SANDBOX_START}:python_env", VERIFIER_SETUP, VERIFIER_CACHE})
 
 # policies farm answers itself, through a real HTTP server per process (farm/agent/policies)
 LOCAL_POLICIES = ("oracle", "nop", "scripted")
@@ -166,4 +169,6 @@ def fill_image(row: TrialResult, image: ImageProvenance | None) -> None:
     if image is None:
         return
     row.image_source, row.image_id, row.image_build_s = image.source, image.image_id, image.build_s
+    if image.ref:  # what ran, not what the task or the image lock named (a build runs its own tag)
+        row.image = image.ref
     row.base_image_standin, row.image_unfaithful = image.base_standin, image.unfaithful

@@ -155,6 +155,9 @@ class ImageProvenance:
     build_s: float | None = None  # time this attempt spent building it (0 when it was cached)
     base_standin: bool = False  # built on a farm stand-in base image (make images), not the real one
     unfaithful: bool = False  # ran without the task's image or build steps (sandbox.local.allow_any_image)
+    # the reference that ran (a build's tag, or the pulled reference after mirror and lock): the
+    # row's ``image``, so that it never names a registry digest the trial did not run
+    ref: str | None = None
 
 
 @dataclass

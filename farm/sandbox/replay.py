@@ -18,6 +18,7 @@ from typing import Any
 
 from farm.errors import TaskFormatError
 from farm.sandbox.base import SandboxStartError
+from farm.sandbox.pipefail import strict_command
 from farm.tasks.dockerfile import check_replayable, expand
 from farm.tasks.model import Environment, Task
 
@@ -122,9 +123,10 @@ async def replay_build_steps(sandbox: Any, task: Task, steps: list[ResolvedStep]
         elif step.kind == "copy":
             await _copy(sandbox, task, step)
         elif step.kind == "run":
+            # pipefail: `curl URL | sh` must fail the step when curl fails (farm/sandbox/pipefail.py)
             res = await sandbox.exec(
-                step.command, timeout_s=envr.build_timeout_s, cwd=step.workdir, env=step.env, merge_stderr=True,
-                output_cap=64 << 10
+                strict_command(step.command), timeout_s=envr.build_timeout_s, cwd=step.workdir, env=step.env,
+                merge_stderr=True, output_cap=64 << 10
             )
             if res.exit_code != 0:
                 why = (f"timed out after {envr.build_timeout_s:.0f} s" if res.timed_out

@@ -81,7 +81,7 @@ class TrialResult:
     model_preset: str | None = None  # model.name of the config (the preset): what was asked for
     endpoint: str | None = None  # host:port of the base URL the agent talked to
     endpoint_origin: str | None = None  # farm-policy | farm-serve | external
-    image: str | None = None
+    image: str | None = None  # what ran: a build's own tag, else the pulled reference (mirror, lock)
     # how the image came to be (farm/sandbox/base.py ImageProvenance): scores on a stand-in base
     # or with allow_any_image are for testing the harness, never for comparison
     image_source: str | None = None  # pulled | built | cached | local | host

@@ -76,6 +76,7 @@ class Instruction:
     keyword: str  # upper case
     args: str  # continuation lines joined; heredoc bodies are in ``heredocs``
     heredocs: tuple[Heredoc, ...] = ()
+    end: int = 0  # 1-based last line it spans (continuations and heredoc bodies included)
 
     @property
     def text(self) -> str:
@@ -146,7 +147,7 @@ def instructions(text: str, path: Path) -> list[Instruction]:
                 else:
                     raise TaskFormatError(path, f"line {start}: heredoc <<{delim} is never closed")
                 docs.append(Heredoc(delim, "".join(f"{b}\n" for b in body), quoted))
-        out.append(Instruction(start, keyword, args, tuple(docs)))
+        out.append(Instruction(start, keyword, args, tuple(docs), end=i))
     return out
 
 

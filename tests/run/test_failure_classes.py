@@ -112,6 +112,18 @@ def test_a_task_error_found_only_at_start_is_not_retried(tmp_path: Path) -> None
     assert "not-there.txt" in row["error"] and summary.retried == 0
 
 
+def test_a_failing_build_step_is_reported_once_not_retried(tmp_path: Path) -> None:
+    """A replayed RUN that fails (here inside a pipe: pipefail) fails the same way every time."""
+    tasks = tmp_path / "tasks"
+    d = make_task(tasks, "bad-step", CHECK_ANSWER)
+    with (d / "environment" / "Dockerfile").open("a") as f:
+        f.write("RUN false | true\n")
+    _, summary = _run(tmp_path, tasks)
+    (row,) = _rows(tmp_path / "store", summary.run_id)
+    assert (row["attempt"], row["status"], row["error_class"]) == (1, "infra_error", "sandbox_start:build_step")
+    assert "(RUN false | true) exited with code 1" in row["error"] and summary.retried == 0
+
+
 def test_an_agent_stopped_by_a_broken_sandbox_is_an_infra_error(tmp_path: Path) -> None:
     assert "tool_error" in INFRA_EXIT_REASONS
     tasks = tmp_path / "tasks"

@@ -142,7 +142,8 @@ def _row(error_class: str) -> TrialResult:
                        model=None, status="infra_error", error_class=error_class)
 
 
-@pytest.mark.parametrize("cls,again", [("sandbox_start:image_build", False), ("verifier_setup", False),
+@pytest.mark.parametrize("cls,again", [("sandbox_start:image_build", False), ("sandbox_start:build_step", False),
+                                       ("verifier_setup", False),
                                        ("verifier_cache", False),
                                        ("sandbox_start:image_pull", True), ("sandbox_lost", True)])
 def test_an_image_build_or_a_verifier_set_up_is_not_retried_at_the_attempt_level(cls: str, again: bool) -> None:

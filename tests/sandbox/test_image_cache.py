@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from farm.sandbox.images import cache as image_cache
-from farm.sandbox.images import ensure, plan
+from farm.sandbox.images import ensure
 from farm.tasks.model import Task
 from tests.support.images import harbor_task
-from tests.support.podman import BASE_IMAGE, podman
+from tests.support.podman import BASE_IMAGE, local_tag, podman
 
 pytestmark = pytest.mark.integration
 
@@ -94,15 +94,14 @@ def test_a_build_below_the_free_space_floor_evicts_first_keeping_its_own_tag(
 
     monkeypatch.setattr(image_cache, "evict_for_space", record)
     task = harbor_task(tmp_path, f"FROM {BASE_IMAGE}\nRUN true\n", name=f"g{uuid.uuid4().hex[:6]}")
-    tag = plan.task_build_tag(task)
-    assert tag is not None
+    tag = local_tag(task)
     made["tags"].append(tag)
     asyncio.run(ensure.build_image("podman", task, pull="never", min_free_gb=2.5))
     assert calls == [(int(2.5 * image_cache.GIB), frozenset({tag}))]
     asyncio.run(ensure.build_image("podman", task, pull="never", min_free_gb=2.5))
     assert len(calls) == 1  # a cached tag builds nothing, so nothing is evicted for it
     other = harbor_task(tmp_path, f"FROM {BASE_IMAGE}\nRUN true\n", name=f"h{uuid.uuid4().hex[:6]}")
-    made["tags"].append(str(plan.task_build_tag(other)))
+    made["tags"].append(local_tag(other))
     asyncio.run(ensure.build_image("podman", other, pull="never"))
     assert len(calls) == 1  # min_free_gb=None: never evict
 

@@ -14,10 +14,10 @@ import pytest
 
 from farm.config import DockerSandboxConfig
 from farm.errors import ConfigError
-from farm.sandbox.images import engine, ensure, plan
+from farm.sandbox.images import engine, ensure
 from farm.sandbox.images.check import ABSENT, NOT_CHECKED, PRESENT, UNREACHABLE, check_task, check_tasks
 from tests.support.images import harbor_task
-from tests.support.podman import BASE_IMAGE, UNPULLABLE, podman
+from tests.support.podman import BASE_IMAGE, UNPULLABLE, local_tag, podman
 
 
 def _cfg(pull: str = "missing") -> DockerSandboxConfig:
@@ -57,8 +57,7 @@ async def test_a_build_plan_names_its_tag_bases_and_instructions_and_sees_a_cach
     dockerfile = (f"FROM {BASE_IMAGE} AS tools\nRUN echo tool > /tool\n"
                   f"FROM {standin}\nCOPY --from=tools /tool /tool\nWORKDIR /app\nENV A=1\nRUN true\n")
     task = harbor_task(tmp_path, dockerfile, docker_image=UNPULLABLE, name=f"t{uuid.uuid4().hex[:8]}")
-    tag = plan.task_build_tag(task)
-    assert tag is not None
+    tag = local_tag(task)
     tags.append(tag)
     row = await check_task("podman", task, _cfg("never"), "pull-or-build")
     assert row.ok and row.plan == "pull, else build" and row.status == "build: to build"

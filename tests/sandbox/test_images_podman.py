@@ -21,7 +21,7 @@ from farm.sandbox.docker.sandbox import ContainerSandbox
 from farm.sandbox.images import engine, ensure, plan
 from farm.tasks.model import Task
 from tests.support.images import harbor_task
-from tests.support.podman import BASE_IMAGE, TOOLBOX_IMAGE, UNPULLABLE, podman
+from tests.support.podman import BASE_IMAGE, TOOLBOX_IMAGE, UNPULLABLE, local_tag, podman
 
 pytestmark = pytest.mark.integration
 
@@ -33,9 +33,7 @@ def fresh_memory() -> None:
 
 def _task(tmp_path: Path, dockerfile: str, tags: list[str], **kw: Any) -> Task:
     task = harbor_task(tmp_path, dockerfile, name=f"t{uuid.uuid4().hex[:8]}", **kw)
-    tag = plan.task_build_tag(task)
-    assert tag is not None
-    tags.append(tag)
+    tags.append(local_tag(task))
     return task
 
 
@@ -77,7 +75,7 @@ async def test_built_image_holds_file_env_workdir_and_a_second_start_reuses_it(
         assert "--pull=missing" in log and "RUN cat data.txt" in log and "pull failed" in log
         assert ensure.LOG_ARTIFACT not in by_source["cached"].stats.artifacts
         for sb in (first, second):
-            assert sb.workdir == "/srv/app" and sb.image == plan.task_build_tag(task)
+            assert sb.workdir == "/srv/app" and sb.image == local_tag(task)
             r = await sb.exec("head -1 /built.txt; echo $FARM_IMAGE_VAR; pwd; tail -1 /built.txt")
             assert r.exit_code == 0, r.output
             lines = r.stdout.splitlines()
@@ -174,7 +172,7 @@ def test_farm_images_build_prints_a_table_and_fails_when_a_build_fails(
     ok = harbor_task(bench, f"FROM {BASE_IMAGE}\nRUN true\n", name="good")
     bad = harbor_task(bench, f"FROM {BASE_IMAGE}\nRUN exit 7\n", name="bad")
     for t in (ok, bad):
-        tags.append(plan.task_build_tag(t))  # type: ignore[arg-type]
+        tags.append(local_tag(t))
     args = ["images", "build", f"benchmark.path={bench}", "sandbox.docker.engine=podman", "sandbox.docker.pull=never",
             "--jobs", "2"]
     assert main(args) == 1
@@ -232,17 +230,35 @@ def test_farm_images_build_push_serves_the_tag_a_cluster_runs(
 
     bench = tmp_path / "bench"
     task = harbor_task(bench, f"FROM {BASE_IMAGE}\nRUN echo pushed > /pushed\n", name="pushme")
-    local, remote = plan.task_build_tag(task), plan.task_build_tag(task, f"{registry}/farm")
-    assert local is not None and remote is not None
+    # the pushed tag is keyed by the task's files alone (a cluster cannot see this engine's bases)
+    local, remote = local_tag(task), plan.task_build_tag(task, f"{registry}/farm")
+    assert remote is not None
     tags += [local, remote]
     args = ["images", "build", "--push", f"{registry}/farm", f"benchmark.path={bench}",
             "sandbox.docker.engine=podman", "sandbox.docker.pull=never"]
     assert main(args) == 0
     repo, tag = remote.split("/", 1)[1].rsplit(":", 1)
     listed = httpx.get(f"http://{registry}/v2/{repo}/tags/list", timeout=10).json()
-    assert listed["tags"] == [tag] and tag == local.rsplit(":", 1)[1]
+    assert listed["tags"] == [tag]
     # what the registry serves is the local build: pulled back, it is the same image
     built_id = podman("image", "inspect", "--format", "{{.Id}}", local).stdout.strip()
     assert podman("rmi", remote).returncode == 0
     assert podman("pull", remote).returncode == 0
     assert podman("image", "inspect", "--format", "{{.Id}}", remote).stdout.strip() == built_id
+
+
+async def test_an_absent_base_is_pulled_before_the_tag_is_computed(
+        podman_env: dict[str, str], tmp_path: Path, tags: list[str], registry: str) -> None:
+    # the tag covers the base's local id: were an absent base named by its reference only, the
+    # next start (the base now pulled by the build) would compute another tag and build again
+    base = f"{registry}/farm-test-pulled-base:{uuid.uuid4().hex[:8]}"
+    tags.append(base)
+    for args in (("tag", BASE_IMAGE, base), ("push", base), ("rmi", base)):
+        done = podman(*args)
+        assert done.returncode == 0, done.stderr
+    task = harbor_task(tmp_path, f"FROM {base}\nRUN true\n", name=f"a{uuid.uuid4().hex[:8]}")
+    first = await ensure.build_image("podman", task, pull="missing")
+    tags.insert(0, first.ref)
+    assert first.provenance.source == "built" and podman("image", "exists", base).returncode == 0
+    second = await ensure.build_image("podman", task, pull="missing")
+    assert second.provenance.source == "cached" and second.ref == first.ref == local_tag(task)

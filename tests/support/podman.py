@@ -47,6 +47,19 @@ def podman(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=120)
 
 
+def local_tag(task: Task) -> str:
+    """The tag podman builds the task under now (its bases as present), from sync or async code."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from farm.sandbox.images.plan import local_build_tag
+
+    with ThreadPoolExecutor(1) as pool:  # a loop of its own: callable inside a running one
+        tag = pool.submit(asyncio.run, local_build_tag("podman", task)).result()
+    assert tag is not None, f"task {task.task_id} has no Dockerfile"
+    return tag
+
+
 def image_exists(name: str) -> bool:
     return run_command("podman", "image", "exists", name).returncode == 0
 

@@ -8,9 +8,9 @@ remove it without ``--force``, which farm never passes).
 
 * :func:`evict_for_space` — before a build, remove the oldest farm builds until the engine's
   storage has ``sandbox.docker.image_min_free_gb`` free (the run's own tag is kept);
-* :func:`prune` — ``farm images prune``: remove builds whose task's Dockerfile or context has
-  changed since (their digest is no longer any selected task's), or every build of the selected
-  tasks with ``--all``.
+* :func:`prune` — ``farm images prune``: remove builds whose task's Dockerfile, context or
+  base image has changed since (their digest is no longer any selected task's), or every
+  build of the selected tasks with ``--all``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from farm.sandbox.images.engine import DIGEST_LABEL, TASK_LABEL, run_engine
-from farm.sandbox.images.plan import build_digest, dockerfile_of
+from farm.sandbox.images.plan import local_build_digest
 from farm.tasks.model import Task
 
 GIB = 1024 ** 3
@@ -129,14 +129,14 @@ async def evict_for_space(binary: str, min_free_bytes: int, *, keep: frozenset[s
     return removed
 
 
-def current_digests(tasks: list[Task]) -> dict[str, str]:
-    """``<benchmark>/<task>`` -> the digest its build would have now, for tasks with a Dockerfile."""
+async def current_digests(binary: str, tasks: list[Task]) -> dict[str, str]:
+    """``<benchmark>/<task>`` -> the digest its build would have now (its files and its bases as
+    the engine has them), for tasks with a Dockerfile."""
     out: dict[str, str] = {}
     for task in tasks:
-        dockerfile = dockerfile_of(task)
-        if dockerfile is not None:
-            context = task.environment.build_context or dockerfile.parent
-            out[f"{task.benchmark}/{task.task_id}"] = build_digest(dockerfile, context)
+        digest = await local_build_digest(binary, task)
+        if digest is not None:
+            out[f"{task.benchmark}/{task.task_id}"] = digest
     return out
 
 
@@ -146,7 +146,7 @@ async def prune(binary: str, tasks: list[Task], *, everything: bool = False) -> 
     A build is stale when its digest label differs from what the task's files give now. Builds
     of tasks outside the selection are left alone, so pruning one benchmark keeps another's.
     """
-    wanted = current_digests(tasks)
+    wanted = await current_digests(binary, tasks)
     removed: list[BuiltImage] = []
     for image in await built_images(binary):
         if image.task not in wanted:

@@ -37,7 +37,7 @@ from rich.table import Table
 from farm.config import DockerSandboxConfig, FarmConfig
 from farm.errors import ConfigError, FarmError
 from farm.sandbox.images.engine import STANDIN_LABEL, run_engine
-from farm.sandbox.images.plan import dockerfile_of, plan_image, task_build_tag
+from farm.sandbox.images.plan import dockerfile_of, local_build_tag, plan_image
 from farm.sandbox.images.resolve import resolve_image
 from farm.tasks.dockerfile import instructions as dockerfile_instructions
 from farm.tasks.dockerfile import parse_cached
@@ -157,7 +157,7 @@ async def check_task(binary: str, task: Task, cfg: DockerSandboxConfig, policy: 
             row.named = await image_state(binary, named, pull=cfg.pull, registry=registry)
             if row.named.usable:
                 if plan.build:
-                    row.tag = task_build_tag(task)
+                    row.tag = await local_build_tag(binary, task)
                 return row
             row.why = f"image {named}: {row.named.state}" + (f" ({row.named.detail})" if row.named.detail else "")
     if not plan.build:
@@ -165,7 +165,7 @@ async def check_task(binary: str, task: Task, cfg: DockerSandboxConfig, policy: 
         return row
     dockerfile = dockerfile_of(task)
     assert dockerfile is not None  # plan_image builds only a task with a Dockerfile
-    row.tag = task_build_tag(task)
+    row.tag = await local_build_tag(binary, task)  # the tag a start builds: its bases as present now
     assert row.tag is not None
     rc, _, _ = await run_engine(binary, "image", "inspect", row.tag, timeout=60)
     row.cached = rc == 0

@@ -3,10 +3,11 @@
 ``build`` builds every selected task's Dockerfile; ``prune`` removes their stale builds
 (farm/sandbox/images/cache.py).
 
-The same content-hashed builds a ``sandbox=docker`` run makes on demand (farm/sandbox/images/engine.py),
+The same content-hashed builds a ``sandbox=docker`` run makes on demand (farm/sandbox/images/ensure.py),
 made ahead of time with ``sandbox.docker.engine``; with ``--push`` each is also tagged
-``REGISTRY/farm-task/<benchmark>-<task>:<hash>`` and pushed, which is the reference a
-Kubernetes run with ``sandbox.kubernetes.build_registry=REGISTRY`` uses.
+``REGISTRY/farm-task/<benchmark>-<task>:<hash of the task's files>`` and pushed, which is the
+reference a Kubernetes run with ``sandbox.kubernetes.build_registry=REGISTRY`` uses (that hash
+leaves out the base images' ids, which a cluster cannot see: each push replaces what it serves).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from farm.errors import ConfigError
 from farm.sandbox.base import SandboxStartError
 from farm.sandbox.images.engine import run_engine
 from farm.sandbox.images.ensure import build_image
-from farm.sandbox.images.plan import build_digest, dockerfile_of, registry_prefix, task_tag
+from farm.sandbox.images.plan import dockerfile_of, local_build_tag, registry_prefix, task_build_tag
 from farm.tasks.model import Task
 
 EXIT_BUILD_FAILED = 1
@@ -52,11 +53,12 @@ async def _one(binary: str, task: Task, *, pull: str, registry: str | None, sem:
         except SandboxStartError as e:
             lines = [x for x in str(e).splitlines() if x.strip()]
             first = lines[0].removesuffix("; log tail:") + (f" ... {lines[-1].strip()}" if len(lines) > 1 else "")
-            return BuildRow(name, task_tag(task, build_digest(dockerfile, task.environment.build_context)),
-                            "failed", time.monotonic() - t0, first)
+            return BuildRow(name, await local_build_tag(binary, task) or "-", "failed", time.monotonic() - t0, first)
         row = BuildRow(name, got.ref, got.provenance.source, time.monotonic() - t0)
         if registry:
-            remote = task_tag(task, build_digest(dockerfile, task.environment.build_context), registry)
+            # keyed by the task's files alone: the tag a cluster computes without this engine
+            remote = task_build_tag(task, registry)
+            assert remote is not None  # the task has a Dockerfile
             for args in (("tag", got.ref, remote), ("push", remote)):
                 rc, _, err = await run_engine(binary, *args, timeout=3600)
                 if rc != 0:

@@ -10,8 +10,12 @@ trial.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import shutil
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +23,17 @@ from farm.sandbox.base import ImageProvenance, SandboxStartError
 from farm.sandbox.images import cache
 from farm.sandbox.images.engine import DIGEST_LABEL, TASK_LABEL, engine_kind, pull_flag, run_engine
 from farm.sandbox.images.local import _lock_dir, failing_step, inspect_image, tag_lock
-from farm.sandbox.images.plan import ImageFacts, build_digest, dockerfile_of, plan_image, sanitise, task_tag
+from farm.sandbox.images.plan import (
+    ImageFacts,
+    base_identities,
+    build_context,
+    build_digest,
+    dockerfile_of,
+    plan_image,
+    sanitise,
+    task_tag,
+)
+from farm.sandbox.pipefail import strict_dockerfile
 from farm.tasks.model import Task
 
 LOG_ARTIFACT = "image-build.log"
@@ -126,7 +140,7 @@ async def _present_or_pulled(binary: str, ref: str, pull: str, *, remember: bool
         if facts is None:
             return "pulled but not found afterwards"
         source = "pulled"
-    prov = ImageProvenance(source=source, image_id=facts.image_id, base_standin=facts.standin)
+    prov = ImageProvenance(source=source, image_id=facts.image_id, base_standin=facts.standin, ref=ref)
     return EnsuredImage(ref, facts, prov, replay=True)
 
 
@@ -134,6 +148,25 @@ def _failure_marker(tag: str, scope: str, lock_dir: Path | None) -> Path:
     """Where a failed build of ``tag`` is recorded for the run ``scope``, for every process."""
     key = hashlib.sha256(scope.encode()).hexdigest()[:16]
     return _lock_dir(lock_dir) / f"{sanitise(tag)}.{key}.failed"
+
+
+@contextlib.contextmanager
+def _strict_copy(dockerfile: Path) -> Iterator[Path]:
+    """The Dockerfile to build: a temporary copy whose RUN pipelines fail when any command in
+    them fails (:func:`farm.sandbox.pipefail.strict_dockerfile`), or the file itself when none
+    has a pipe. The build context stays the task's; a ``<name>.dockerignore`` beside the
+    Dockerfile is copied along (BuildKit reads it from the Dockerfile's directory)."""
+    text = strict_dockerfile(dockerfile)
+    if text is None:
+        yield dockerfile
+        return
+    with tempfile.TemporaryDirectory(prefix="farm-dockerfile-") as tmp:
+        copy = Path(tmp) / dockerfile.name
+        copy.write_text(text, encoding="utf-8")
+        ignore = dockerfile.with_name(dockerfile.name + ".dockerignore")
+        if ignore.is_file():
+            shutil.copyfile(ignore, Path(tmp) / ignore.name)
+        yield copy
 
 
 async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_dir: Path | None = None,
@@ -152,8 +185,9 @@ async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_di
     dockerfile = dockerfile_of(task)
     if dockerfile is None:
         raise SandboxStartError(f"task {task.task_id}: no environment/Dockerfile to build", reason="image_build")
-    context = task.environment.build_context or dockerfile.parent
-    digest = build_digest(dockerfile, context)
+    context = build_context(task, dockerfile)
+    # the bases as the engine has them now: a base rebuilt under its old tag is a new build
+    digest = build_digest(dockerfile, context, await base_identities(binary, dockerfile, pull=pull != "never"))
     tag = task_tag(task, digest, registry)
     if tag in _failed_builds:
         raise SandboxStartError(_failed_builds[tag] + "\n(failed earlier in this process; not rebuilt)",
@@ -162,7 +196,7 @@ async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_di
     async with tag_lock(tag, lock_dir):
         facts = await inspect_image(binary, tag)
         if facts is not None:
-            prov = ImageProvenance("cached", facts.image_id, 0.0, facts.standin)
+            prov = ImageProvenance("cached", facts.image_id, 0.0, facts.standin, ref=tag)
             return EnsuredImage(tag, facts, prov, replay=False)
         if marker is not None and marker.is_file():
             msg = marker.read_text(errors="replace")
@@ -170,13 +204,17 @@ async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_di
             raise SandboxStartError(msg + "\n(failed earlier in this run; not rebuilt)", reason="image_build")
         if min_free_gb is not None:
             await cache.evict_for_space(binary, int(min_free_gb * cache.GIB), keep=frozenset({tag}))
-        args = ["build", pull_flag(await engine_kind(binary), pull), "-f", str(dockerfile), "-t", tag,
-                "--label", f"{TASK_LABEL}={task.benchmark}/{task.task_id}", "--label", f"{DIGEST_LABEL}={digest}",
-                str(context)]
-        t0 = time.monotonic()
-        rc, out, err = await run_engine(binary, *args, timeout=task.environment.build_timeout_s)
-        build_s = time.monotonic() - t0
-        head = (f"# {binary} {' '.join(args)}\n" + (f"# the named image was not used: {after}\n" if after else ""))
+        with _strict_copy(dockerfile) as built_from:
+            args = ["build", pull_flag(await engine_kind(binary), pull), "-f", str(built_from), "-t", tag,
+                    "--label", f"{TASK_LABEL}={task.benchmark}/{task.task_id}", "--label",
+                    f"{DIGEST_LABEL}={digest}", str(context)]
+            t0 = time.monotonic()
+            rc, out, err = await run_engine(binary, *args, timeout=task.environment.build_timeout_s)
+            build_s = time.monotonic() - t0
+        head = (f"# {binary} {' '.join(args)}\n"
+                + (f"# {dockerfile} with pipefail on its RUN pipelines (docs/sandboxes.md)\n"
+                   if built_from != dockerfile else "")
+                + (f"# the named image was not used: {after}\n" if after else ""))
         log = head + out + ("\n" if out and not out.endswith("\n") else "") + err
         facts = await inspect_image(binary, tag) if rc == 0 else None
         if facts is None:
@@ -190,7 +228,7 @@ async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_di
             error = SandboxStartError(msg, reason="image_build")
             error.build_log = log.encode()  # type: ignore[attr-defined]
             raise error
-        prov = ImageProvenance("built", facts.image_id, round(build_s, 3), facts.standin)
+        prov = ImageProvenance("built", facts.image_id, round(build_s, 3), facts.standin, ref=tag)
         return EnsuredImage(tag, facts, prov, replay=False, log=log.encode())
 
 

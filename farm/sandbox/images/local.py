@@ -17,6 +17,7 @@ from pathlib import Path
 
 from farm.sandbox.images.engine import run_engine
 from farm.sandbox.images.plan import ImageFacts, sanitise
+from farm.sandbox.pipefail import original_step
 
 
 async def inspect_image(binary: str, ref: str) -> ImageFacts | None:
@@ -66,5 +67,5 @@ def failing_step(log: str) -> str | None:
     for line in log.splitlines():
         m = _STEP_LINE.match(line.strip())
         if m:
-            step = m.group(1).strip()
+            step = original_step(m.group(1).strip())
     return step

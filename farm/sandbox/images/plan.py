@@ -9,24 +9,32 @@
   or pulls, and builds its Dockerfile otherwise; a task whose image *is* its Dockerfile (no
   ``docker_image``) is built.
 
-A build is tagged by content (:func:`build_digest`: the Dockerfile and every file of the build
-context, with a format version), so an existing tag is the same build and is reused
-(:mod:`farm.sandbox.images.ensure` gets the image there).
+A build is tagged by content (:func:`build_digest`: the Dockerfile, every file of the build
+context and the identity of each image its FROM lines read, with a format version), so an
+existing tag is the same build and is reused (:mod:`farm.sandbox.images.ensure` gets the image
+there). A base's identity is its local image id as the engine sees it at build time
+(:func:`base_identities`), so a base rebuilt under the same tag gives the task a new tag
+instead of the stale build on the old base. A tag in a registry (``farm images build --push``,
+a cluster's ``build_registry``) is keyed by the task's files alone: a cluster cannot ask the
+build machine's engine, and each push replaces what the tag serves.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from farm.errors import ConfigError
-from farm.sandbox.images.engine import STANDIN_LABEL
+from farm.errors import ConfigError, FarmError
+from farm.sandbox.images.engine import STANDIN_LABEL, run_engine
+from farm.tasks.dockerfile import parse_cached
 from farm.tasks.model import Task
 
-FORMAT_VERSION = 1  # bump when what goes into a build (flags, labels) changes its result
+FORMAT_VERSION = 2  # bump when what goes into a build (flags, labels, the RUN rewrite) changes its result
 TAG_REPOSITORY = "farm-task"
 POLICIES = ("pull", "build", "pull-or-build")
 
@@ -73,8 +81,9 @@ def plan_image(task: Task, policy: str, named: str | None = None) -> ImagePlan:
     return ImagePlan(named, pull_first=False, build=True, replay=False)
 
 
-def build_digest(dockerfile: Path, context: Path | None) -> str:
-    """sha256 over the format version, the Dockerfile and each context file (path, mode, bytes).
+def build_digest(dockerfile: Path, context: Path | None, bases: Mapping[str, str] | None = None) -> str:
+    """sha256 over the format version, the Dockerfile, each context file (path, mode, bytes) and
+    ``bases`` (FROM reference -> identity, :func:`base_identities`; None for a registry tag).
 
     Files a ``.dockerignore`` leaves out still count: a change there costs one rebuild, never
     a stale image. Read in full at every start (task contexts are kilobytes to a few MB): a
@@ -82,6 +91,8 @@ def build_digest(dockerfile: Path, context: Path | None) -> str:
     """
     h = hashlib.sha256(f"farm-image-build v{FORMAT_VERSION}\0".encode())
     h.update(b"Dockerfile\0" + dockerfile.read_bytes() + b"\0")
+    for ref, ident in sorted((bases or {}).items()):
+        h.update(f"base\0{ref}\0{ident}\0".encode())
     for rel, path, st in _context_files(context) if context is not None else []:
         data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
         h.update(f"{rel}\0{st.st_mode:o}\0{len(data)}\0".encode() + data)
@@ -127,12 +138,71 @@ def registry_prefix(value: str, key: str = "sandbox.kubernetes.build_registry") 
     return text
 
 
-def task_build_tag(task: Task, registry: str | None = None) -> str | None:
-    """The content-hashed tag of the task's Dockerfile build; None without a Dockerfile."""
+def build_context(task: Task, dockerfile: Path) -> Path:
+    """The directory the engine builds in (the Dockerfile's own when the task names none)."""
+    return task.environment.build_context or dockerfile.parent
+
+
+def task_build_tag(task: Task, registry: str | None = None, bases: Mapping[str, str] | None = None) -> str | None:
+    """The content-hashed tag of the task's Dockerfile build; None without a Dockerfile.
+
+    ``bases``: the FROM images' identities (:func:`base_identities`) — given for the engine's
+    local tag, left out for a registry tag (see the module doc).
+    """
     dockerfile = dockerfile_of(task)
     if dockerfile is None:
         return None
-    return task_tag(task, build_digest(dockerfile, task.environment.build_context), registry)
+    return task_tag(task, build_digest(dockerfile, build_context(task, dockerfile), bases), registry)
+
+
+def from_images(dockerfile: Path) -> tuple[str, ...]:
+    """Every external image the Dockerfile's FROM lines read; none when it cannot be parsed
+    (the build then fails with the engine's own message, as before)."""
+    try:
+        return parse_cached(dockerfile).base_images
+    except FarmError:
+        return ()
+
+
+async def base_identities(binary: str, dockerfile: Path, *, pull: bool = False) -> dict[str, str]:
+    """FROM reference -> the engine's local image id, or the reference itself when the image is
+    not present (the build then fails, or pulls it, as before). One ``image inspect`` per
+    distinct base: the check that a base rebuilt under the same tag is noticed.
+
+    ``pull``: an absent base is pulled first (what the build would do anyway), so that the tag
+    names the base the build will use and the next start, finding it present, computes the
+    same tag; a failed pull leaves the reference (the build then reports it).
+    """
+    refs = sorted(set(from_images(dockerfile)))
+
+    async def inspect(ref: str) -> str:
+        rc, out, _ = await run_engine(binary, "image", "inspect", "--format", "{{.Id}}", ref, timeout=60)
+        return out.strip().splitlines()[0] if rc == 0 and out.strip() else ""
+
+    async def one(ref: str) -> str:
+        ident = await inspect(ref)
+        if not ident and pull:
+            rc, _, _ = await run_engine(binary, "pull", ref, timeout=1800)
+            ident = await inspect(ref) if rc == 0 else ""
+        return ident or ref
+
+    return dict(zip(refs, await asyncio.gather(*(one(r) for r in refs)), strict=True))
+
+
+async def local_build_digest(binary: str, task: Task) -> str | None:
+    """The digest of the task's build on this engine (its bases as present now); None without
+    a Dockerfile. What ``farm run``, ``farm images build`` and ``farm images check`` all tag."""
+    dockerfile = dockerfile_of(task)
+    if dockerfile is None:
+        return None
+    bases = await base_identities(binary, dockerfile)
+    return build_digest(dockerfile, build_context(task, dockerfile), bases)
+
+
+async def local_build_tag(binary: str, task: Task) -> str | None:
+    """The engine-local tag of the task's build (:func:`local_build_digest`)."""
+    digest = await local_build_digest(binary, task)
+    return task_tag(task, digest) if digest is not None else None
 
 
 @dataclass

@@ -27,6 +27,11 @@ READ_ONLY_TOPS = frozenset({"usr", "etc", "opt", "bin", "sbin", "lib", "lib32", 
                             ".farm"})
 ALWAYS_WRITABLE = ("tmp", "root", "tests", "logs", "solution")
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Under FROM python:* the official image's python is its own (/usr/local, no EXTERNALLY-MANAGED
+# marker), so `pip install` works in its RUN steps; the host's python is the distribution's,
+# which refuses (PEP 668) and is read-only here. The sandbox gets a writable environment of the
+# host's python (a venv seeing the system packages) first on PATH instead (sandbox.py).
+PYTHON_ENV = "/.farm/python"
 
 # --- FROM -----------------------------------------------------------------------------------
 
@@ -94,9 +99,16 @@ def local_view(task: Task) -> tuple[Task, str | None]:
     return replace(task, environment=view), envr.image
 
 
+def wants_python_env(task: Task) -> bool:
+    """Whether the task's FROM is an official python image (:data:`PYTHON_ENV`)."""
+    image = task.environment.image
+    return image is not None and image_repository(image) == "python"
+
+
 def base_env(task: Task) -> dict[str, str]:
     """The environment the sandbox starts with, before the task's ENV steps."""
-    return {"PATH": BASE_PATH, "HOME": "/root", "LANG": "C.UTF-8", **literal_task_env(task)}
+    path = f"{PYTHON_ENV}/bin:{BASE_PATH}" if wants_python_env(task) else BASE_PATH
+    return {"PATH": path, "HOME": "/root", "LANG": "C.UTF-8", **literal_task_env(task)}
 
 
 # --- writable directories ------------------------------------------------------------------
@@ -137,6 +149,7 @@ class LocalPlan:
     steps: list[ResolvedStep]
     tops: list[str]  # top-level directories with a private writable bind
     provenance: ImageProvenance
+    python_env: bool = False  # make PYTHON_ENV before the build steps (FROM python:*)
 
 
 def plan_local(task: Task, allow_any_image: bool = False) -> LocalPlan:
@@ -156,4 +169,5 @@ def plan_local(task: Task, allow_any_image: bool = False) -> LocalPlan:
     env = base_env(view)
     steps = resolve_build_steps(view, env)
     unfaithful = not is_generic(view.environment.image)  # only allow_any_image lets such a task through
-    return LocalPlan(view, env, steps, writable_tops(view, steps), ImageProvenance("host", unfaithful=unfaithful))
+    return LocalPlan(view, env, steps, writable_tops(view, steps), ImageProvenance("host", unfaithful=unfaithful),
+                     python_env=wants_python_env(view))

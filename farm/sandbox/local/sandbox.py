@@ -47,6 +47,7 @@ from farm.sandbox.local.cgroups import CgroupLimits, CgroupUnavailable
 from farm.sandbox.local.netns import SlirpNetwork
 from farm.sandbox.local.policy import (  # noqa: F401  (check_image, image_repository: re-exported)
     BASE_PATH,
+    PYTHON_ENV,
     check_image,
     image_repository,
     plan_local,
@@ -70,6 +71,16 @@ OWNER_FILE = "bwrap.pid"  # "<pid> <start time>" of the sandbox's bwrap, for gc_
 _GC_DONE: set[str] = set()  # root dirs this process already collected
 CGROUPS_FILE = "cgroups"  # the sandbox's cgroup directories, one a line, for gc_local
 SHUTDOWN_TIMEOUT_S = 5.0
+# `pip` in the FROM python:* environment: the system's pip module run by the venv's python
+PIP_SHIM = f"""#!{PYTHON_ENV}/bin/python
+import sys
+try:
+    from pip._internal.cli.main import main
+except ImportError:
+    sys.exit("farm: this host's python3 has no pip module, which the local backend's FROM python "
+             "environment uses (Debian: apt-get install python3-pip)")
+sys.exit(main())
+"""
 
 
 # --- bubblewrap -----------------------------------------------------------------------------
@@ -110,10 +121,12 @@ def system_binds() -> list[str]:
 def bwrap_argv(
     staging_fs: Path, tops: list[str], workdir: str, network: str, hostname: str,
     *, own_netns: bool | None = None, resolv_conf: Path | None = None, info_fd: int | None = None,
+    python_env: Path | None = None,
 ) -> list[str]:
     """``own_netns``: a private network namespace (always for no-network; for public when the
     sandbox gets user-mode networking instead of the host's). ``resolv_conf`` replaces
-    /etc/resolv.conf; ``info_fd`` receives bwrap's JSON with the child's host pid."""
+    /etc/resolv.conf; ``info_fd`` receives bwrap's JSON with the child's host pid;
+    ``python_env``: a writable host directory mounted at :data:`PYTHON_ENV`."""
     python, python_binds = agent_python()
     argv = ["bwrap", "--tmpfs", "/"] + system_binds()
     argv += ["--dev", "/dev", "--proc", "/proc"]
@@ -121,6 +134,8 @@ def bwrap_argv(
         argv += ["--bind", str(staging_fs / top), f"/{top}"]
     argv += python_binds  # after /root: a pyenv prefix lives below it
     argv += ["--ro-bind", str(INSIDE_DIR), AGENT_MOUNT]
+    if python_env is not None:
+        argv += ["--bind", str(python_env), PYTHON_ENV]
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", hostname]
     if own_netns if own_netns is not None else network == "no-network":
         argv += ["--unshare-net"]
@@ -223,7 +238,9 @@ class LocalSandbox(ChannelSandboxMixin):
         self.stats.image = plan.provenance
         self._started = True
         try:
-            await self._launch(plan.env, steps, plan.tops)
+            await self._launch(plan.env, steps, plan.tops, python_env=plan.python_env)
+            if plan.python_env:
+                await self._make_python_env()
             await replay_build_steps(self, self.task, steps)
         except BaseException as e:
             await self.close()
@@ -237,7 +254,22 @@ class LocalSandbox(ChannelSandboxMixin):
         self.stats.start_s = time.monotonic() - t0
         self.stats.requests = self.channel.requests if self.channel else 0
 
-    async def _launch(self, base_env: dict[str, str], steps: list[ResolvedStep], tops: list[str]) -> None:
+    async def _make_python_env(self) -> None:
+        """A venv of the sandbox's python3 at PYTHON_ENV (policy.py says why), seeing the system's
+        packages, with ``pip`` commands that run the system's pip module inside it: pip treats
+        a venv as its own, so PEP 668's marker does not apply, and installs land in the venv."""
+        res = await self.exec(f"python3 -m venv --without-pip --system-site-packages {PYTHON_ENV} && "
+                              f"{PYTHON_ENV}/bin/python -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'",
+                              timeout_s=120, cwd="/", merge_stderr=True)
+        if res.exit_code != 0:
+            raise SandboxStartError(f"task {self.task.task_id}: FROM python: could not make the python environment "
+                                    f"at {PYTHON_ENV}: {res.output[-1500:]}", reason="python_env")
+        version = res.output.strip().splitlines()[-1]
+        for name in ("pip", "pip3", f"pip{version}"):
+            await self.write_file(f"{PYTHON_ENV}/bin/{name}", PIP_SHIM.encode(), mode=0o755)
+
+    async def _launch(self, base_env: dict[str, str], steps: list[ResolvedStep], tops: list[str], *,
+                      python_env: bool = False) -> None:
         self.root_dir.mkdir(parents=True, exist_ok=True)
         root_key = str(self.root_dir.resolve())
         if root_key not in _GC_DONE:
@@ -264,8 +296,12 @@ class LocalSandbox(ChannelSandboxMixin):
         net = None
         if self.network == "public" and self.public_network == "isolated":
             net = self._net = SlirpNetwork(self.staging, f"task {self.task.task_id}")
+        pyenv = self.staging / "python" if python_env else None
+        if pyenv is not None:
+            pyenv.mkdir()
         argv = bwrap_argv(fs, tops, first_workdir, self.network, "sandbox", own_netns=net is not None or None,
-                          resolv_conf=net.resolv_conf if net else None, info_fd=net.info_fd if net else None)
+                          resolv_conf=net.resolv_conf if net else None, info_fd=net.info_fd if net else None,
+                          python_env=pyenv)
         if self.limits:
             try:
                 self._cgroups = CgroupLimits.create(self.staging.name, self.task.environment.resources)

@@ -109,7 +109,7 @@ class RelaySandbox(ChannelSandboxMixin):
             tag = task_build_tag(self.task, getattr(self.cfg, "build_registry", None))
             assert tag is not None  # plan_image builds only a task with a Dockerfile
             self._replay, self.run_task = False, built_view(self.task, None)
-            self.stats.image = ImageProvenance("cached", None, 0.0)
+            self.stats.image = ImageProvenance("cached", None, 0.0, ref=tag)
             return tag
         return resolve_image(self.task, self.cfg, self.backend)
 
