@@ -12,7 +12,9 @@ recorded on the image (``io.farm.standin.differences``):
 * the repository comes from the local mirror as a one-commit clone of ``base_commit`` (the
   script's ``git clone`` of GitHub becomes ``git remote add``): no later commit is in the
   image's history, where SWE-bench's own images keep the whole clone;
-* packages resolve from PyPI as of the build, not as of the published image's build date.
+* packages resolve from PyPI as uploaded before :data:`RESOLVE_AS_OF` (pip's
+  ``--uploaded-prior-to``, given to the builds only), which pip can do from Python 3.9 on; the
+  environments of older Pythons resolve as of the build (few new releases still support them).
 """
 
 from __future__ import annotations
@@ -33,13 +35,18 @@ TAG_PREFIX = "localhost/farm-swebench"
 RECIPE_LABEL = "io.farm.swebench.recipe"
 PYTHON_LABEL = "io.farm.swebench.python"
 FORMAT = 1  # bump when a layer's recipe changes in a way its inputs do not show
+# SWE-bench Verified's publication (2024-08-13): what its images resolved to, not today's releases
+# (docutils 0.22 dropped docutils.utils.roman and broke every sphinx instance built without it)
+RESOLVE_AS_OF = "2024-08-13T00:00:00Z"
+PIP_WITH_CUTOFF = "26.0.1"  # the first pip with --uploaded-prior-to; needs Python >= 3.9
 # what the conda stand-in needs besides the package's list
 EXTRA_APT = ("python3-yaml", "adduser", "ca-certificates", "patch")
 DIFFERENCES = (
     "farm stand-in for a SWE-bench instance image, built from swebench {version}'s scripts: Debian bookworm "
     "root instead of Ubuntu 22.04; no miniconda (environments are copies of CPython {python}, conda specs "
     "installed with pip); the repository is a one-commit clone of base_commit from a local mirror (no later "
-    "history); packages resolved from PyPI at build time"
+    "history); packages resolved from PyPI as uploaded before {as_of} where the Python is 3.9 or later, as of "
+    "the build otherwise"
 )
 
 
@@ -120,6 +127,7 @@ def env_layer(test_spec: Any, base: Layer, python: PythonPrefix) -> Layer:
     text = "\n".join([
         f"FROM {base.tag}",
         python_in,
+        *_cutoff(python),
         "COPY setup_env.sh /root/",
         "RUN sed -i -e 's/\\r$//' /root/setup_env.sh && chmod +x /root/setup_env.sh",
         'RUN /bin/bash -c "source ~/.bashrc && /root/setup_env.sh"',
@@ -131,6 +139,16 @@ def env_layer(test_spec: Any, base: Layer, python: PythonPrefix) -> Layer:
     repo = test_spec.repo.replace("/", "__").lower()
     return Layer(f"{TAG_PREFIX}/env.{repo}.{test_spec.version}:{key}", text, {"setup_env.sh": script.encode()},
                  key=key)
+
+
+def _cutoff(python: PythonPrefix) -> list[str]:
+    """Dockerfile lines that make the layer's pip resolve as of :data:`RESOLVE_AS_OF`: a pip that
+    can, in the copied prefix, then the date as a build argument (never in the running container)."""
+    if tuple(int(x) for x in python.minor.split(".")) < (3, 9):
+        return []
+    pip = f"/opt/farm/python/{python.minor}/bin/python -m pip"
+    return [f"RUN {pip} install --disable-pip-version-check --no-cache-dir -q pip=={PIP_WITH_CUTOFF}",
+            f"ARG PIP_UPLOADED_PRIOR_TO={RESOLVE_AS_OF}"]
 
 
 def repo_script(test_spec: Any) -> str:
@@ -160,12 +178,13 @@ def instance_layer(test_spec: Any, row: dict[str, Any], env: Layer, python: Pyth
     tags; the one-commit checkout has none), given to the install as a build argument only.
     """
     script = repo_script(test_spec)
-    diff = DIFFERENCES.format(version=swebench_version, python=python.version)
+    diff = DIFFERENCES.format(version=swebench_version, python=python.version, as_of=RESOLVE_AS_OF)
     text = "\n".join([
         f"FROM {env.tag}",
         "COPY testbed /testbed",
         "COPY setup_repo.sh /root/",
         *([f"ARG SETUPTOOLS_SCM_PRETEND_VERSION={scm_version}"] if scm_version else []),
+        *_cutoff(python)[1:],
         "RUN sed -i -e 's/\\r$//' /root/setup_repo.sh",
         "RUN /bin/bash /root/setup_repo.sh",
         "WORKDIR /testbed/",
