@@ -119,6 +119,42 @@ async def one(row: dict, args: argparse.Namespace, tasks_root: Path) -> dict:
     return rec
 
 
+def cause(rec: dict, out: Path) -> str | None:
+    """Why an attempted instance is not a valid one (gold resolved, empty not), from its record and
+    the kept gold log; None when it is valid."""
+    gold, empty = rec.get("gold", {}), rec.get("empty", {})
+    if not rec.get("built"):
+        err = rec.get("error", "")
+        if "has no commit" in err:
+            return "not built: the mirror lacks a commit it needs"
+        if "needs CPython" in err:
+            return "not built: no CPython for the spec's version here"
+        if "unable to read" in err or "repository corruption" in err:
+            return "not built: the mirror snapshot lacks objects of this commit"
+        step = "setup_env.sh" if "setup_env" in err else "setup_repo.sh" if "setup_repo" in err else "a layer"
+        return f"not built: {step} failed (" + ("network lookups failed" if "name resolution" in err
+                                                 else "see its build log") + ")"
+    if gold.get("verdict") is not True:
+        log = out / "logs" / f"{rec['id']}.gold.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if gold.get("verdict") is None:
+            return f"gold: no verdict ({gold.get('why') or gold.get('status')})"
+        if "Temporary failure in name resolution" in text:
+            return "gold unresolved: the eval's re-install needs the network (a dependency the patch adds)"
+        failing = gold.get("failing") or []
+        return f"gold unresolved: {len(failing)} test(s) fail, e.g. {failing[0] if failing else '?'}"
+    if empty.get("verdict") is not False:
+        return "empty: " + ("no verdict" if empty.get("verdict") is None else "resolved without a patch")
+    return None
+
+
+def failures(out: Path) -> str:
+    recs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+    lines = [f"| {r['id']} | {r['version']} | {c} |" for r in sorted(recs, key=lambda r: r["id"])
+             if (c := cause(r, out)) is not None]
+    return "\n".join(["| instance | version | cause |", "|---|---|---|", *lines])
+
+
 def summary(out: Path) -> str:
     recs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
     per = defaultdict(Counter)
@@ -203,10 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--prune", action="store_true")
     p.add_argument("--summary", action="store_true")
+    p.add_argument("--failures", action="store_true", help="list each failing instance with its cause")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args(argv)
-    if args.summary:
-        print(summary(Path(args.out)))
+    if args.summary or args.failures:
+        print(summary(Path(args.out)) if args.summary else failures(Path(args.out)))
         return 0
     if not args.repos:
         p.error("--repos is required (a directory of repository mirrors named <owner>+<name>)")
