@@ -131,6 +131,9 @@ def cause(rec: dict, out: Path) -> str | None:
             return "not built: no CPython for the spec's version here"
         if "unable to read" in err or "repository corruption" in err:
             return "not built: the mirror snapshot lacks objects of this commit"
+        if "unable to resolve host address" in err:
+            return "not built: the recipe downloads from a host this machine cannot reach (" + \
+                err.split("unable to resolve host address", 1)[1].split("\n", 1)[0].strip(" '") + ")"
         step = "setup_env.sh" if "setup_env" in err else "setup_repo.sh" if "setup_repo" in err else "a layer"
         return f"not built: {step} failed (" + ("network lookups failed" if "name resolution" in err
                                                  else "see its build log") + ")"

@@ -39,6 +39,9 @@ FORMAT = 1  # bump when a layer's recipe changes in a way its inputs do not show
 # (docutils 0.22 dropped docutils.utils.roman and broke every sphinx instance built without it)
 RESOLVE_AS_OF = "2024-08-13T00:00:00Z"
 PIP_WITH_CUTOFF = "26.0.1"  # the first pip with --uploaded-prior-to; needs Python >= 3.9
+# the last pip each older Python runs: a pyenv 3.6 comes with pip 18.1, which lacks options the
+# package's install commands use (scikit-learn's --no-use-pep517); conda's environments had newer ones
+OLD_PIPS = {"3.5": "20.3.4", "3.6": "21.3.1", "3.7": "24.0", "3.8": "25.0.1"}
 # what the conda stand-in needs besides the package's list
 EXTRA_APT = ("python3-yaml", "adduser", "ca-certificates", "patch")
 DIFFERENCES = (
@@ -143,10 +146,11 @@ def env_layer(test_spec: Any, base: Layer, python: PythonPrefix) -> Layer:
 
 def _cutoff(python: PythonPrefix) -> list[str]:
     """Dockerfile lines that make the layer's pip resolve as of :data:`RESOLVE_AS_OF`: a pip that
-    can, in the copied prefix, then the date as a build argument (never in the running container)."""
-    if tuple(int(x) for x in python.minor.split(".")) < (3, 9):
-        return []
+    can, in the copied prefix, then the date as a build argument (never in the running container).
+    Pythons older than 3.9 get the newest pip they run, and no cut-off."""
     pip = f"/opt/farm/python/{python.minor}/bin/python -m pip"
+    if python.minor in OLD_PIPS:  # no cut-off, but a pip as new as the Python allows (conda's are)
+        return [f"RUN {pip} install --disable-pip-version-check --no-cache-dir -q pip=={OLD_PIPS[python.minor]}"]
     return [f"RUN {pip} install --disable-pip-version-check --no-cache-dir -q pip=={PIP_WITH_CUTOFF}",
             f"ARG PIP_UPLOADED_PRIOR_TO={RESOLVE_AS_OF}"]
 
