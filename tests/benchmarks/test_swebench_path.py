@@ -67,7 +67,6 @@ def _instance(tmp: Path) -> tuple[dict, Path]:
 def _run(agent: str, rows: Path, mirror: Path, tmp: Path, env: dict) -> dict:
     store = tmp / f"store-{agent}"
     pythons = tmp / "no-pythons"  # none given: the environment is Debian's python3.11
-    pythons.mkdir(exist_ok=True)
     cmd = [sys.executable, "-m", "farm.cli", "run", "-q", f"agent={agent}", "benchmark=swebench-verified",
            f"benchmark.path={rows}", f"benchmark.repos={mirror}", f"benchmark.pythons={pythons}",
            f"benchmark.cache_dir={tmp / 'cache'}", "sandbox=docker", "sandbox.docker.engine=podman",
@@ -86,6 +85,20 @@ def test_gold_resolves_and_empty_does_not_on_a_made_instance(tmp_path: Path):
     row, mirror = _instance(tmp_path)
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps(row) + "\n")
+
+    # `farm images build` builds the instance stand-in (and the task image on it) ahead of the run
+    pythons = tmp_path / "no-pythons"
+    pythons.mkdir()
+    build = subprocess.run([sys.executable, "-m", "farm.cli", "images", "build", "benchmark=swebench-verified",
+                            f"benchmark.path={rows}", f"benchmark.repos={mirror}", f"benchmark.pythons={pythons}",
+                            f"benchmark.cache_dir={tmp_path / 'cache'}", "sandbox.docker.engine=podman",
+                            "sandbox.docker.pull=never"],
+                           capture_output=True, text=True, env=env, timeout=2400, cwd=REPO)
+    assert build.returncode == 0, (build.stdout[-2000:], build.stderr[-2000:])
+    label = subprocess.run(["podman", "image", "inspect", "--format", '{{index .Labels "io.farm.standin"}}',
+                            "docker.io/swebench/sweb.eval.x86_64.farmtest_1776_calc-1:latest"],
+                           capture_output=True, text=True, env=env)
+    assert label.stdout.strip() == "true", label
 
     gold = _run("oracle", rows, mirror, tmp_path, env)
     r = gold["row"]

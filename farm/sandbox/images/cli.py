@@ -24,7 +24,7 @@ from farm.config import FarmConfig
 from farm.errors import ConfigError
 from farm.sandbox.base import SandboxStartError
 from farm.sandbox.images.engine import run_engine
-from farm.sandbox.images.ensure import build_image
+from farm.sandbox.images.ensure import build_bases, build_image
 from farm.sandbox.images.plan import dockerfile_of, local_build_tag, registry_prefix, task_build_tag
 from farm.tasks.model import Task
 
@@ -49,6 +49,7 @@ async def _one(binary: str, task: Task, *, pull: str, registry: str | None, sem:
     async with sem:
         t0 = time.monotonic()
         try:
+            await build_bases(binary, task, "build", pull)  # a SWE-bench instance stand-in, where needed
             got = await build_image(binary, task, pull=pull, min_free_gb=min_free_gb)
         except SandboxStartError as e:
             lines = [x for x in str(e).splitlines() if x.strip()]

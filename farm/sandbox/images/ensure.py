@@ -66,9 +66,7 @@ async def ensure_image(binary: str, task: Task, policy: str, named: str | None, 
             and the policy does not build), ``image_build`` (the build failed or timed out).
     """
     plan = plan_image(task, policy, named)
-    base_log = ""
-    if plan.build and task.metadata.get("swebench"):
-        base_log = await _swebench_base(binary, task, policy, pull, lock_dir)
+    base_log = await build_bases(binary, task, policy, pull, lock_dir) if plan.build else ""
     pull_error = ""
     if plan.pull_first and plan.named:
         got = await _present_or_pulled(binary, plan.named, pull, remember=plan.build)
@@ -83,6 +81,19 @@ async def ensure_image(binary: str, task: Task, policy: str, named: str | None, 
     if base_log:
         built.log = base_log.encode() + built.log
     return built
+
+
+async def build_bases(binary: str, task: Task, policy: str = "build", pull: str = "missing",
+                      lock_dir: Path | None = None) -> str:
+    """Make present the base images farm itself knows how to build for ``task`` (the SWE-bench
+    instance image its Dockerfile starts FROM); the build log of what was built now, else "".
+
+    Raises:
+        SandboxStartError: ``image_build`` when such a base cannot be had.
+    """
+    if task.metadata.get("swebench"):
+        return await _swebench_base(binary, task, policy, pull, lock_dir)
+    return ""
 
 
 async def _swebench_base(binary: str, task: Task, policy: str, pull: str, lock_dir: Path | None) -> str:
