@@ -142,6 +142,9 @@ def cause(rec: dict, out: Path) -> str | None:
         text = log.read_text(errors="replace") if log.exists() else ""
         if gold.get("verdict") is None:
             return f"gold: no verdict ({gold.get('why') or gold.get('status')})"
+        tests_part = text.partition(">>>>> Start Test Output")[2]
+        if "name resolution" in tests_part or "Name or service not known" in tests_part:
+            return "gold unresolved: the tests call a network service (the verifier has no network)"
         if "Temporary failure in name resolution" in text:
             return "gold unresolved: the eval's re-install needs the network (a dependency the patch adds)"
         failing = gold.get("failing") or []

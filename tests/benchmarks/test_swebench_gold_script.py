@@ -41,6 +41,8 @@ RECORDS = [
     _rec("b__b-4", "b/b", built=True, gold={"verdict": None, "why": "timeout after 1800 s"},
          empty={"verdict": False, "official": False}),
     _rec("b__b-5", "b/b", built=False, error="building the SWE-bench layer x setup_env.sh ... name resolution"),
+    _rec("b__b-6", "b/b", built=True, gold={"verdict": False, "official": False, "failing": ["t::y"]},
+         empty={"verdict": False, "official": False}),
 ]
 
 
@@ -48,13 +50,15 @@ def test_summary_counts_each_repository_and_the_disagreements(tmp_path: Path) ->
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     table = _script().summary(tmp_path).splitlines()
     assert table[2] == "| a/a | 3 | 3 | 2 | 3 | 2 | 1 |"  # a__a-3: farm and the package disagree
-    assert table[3] == "| b/b | 5 | 2 | 1 | 1 | 0 | 0 |"
-    assert table[4] == "| **all** | **8** | **5** | **3** | **4** | **2** | **1** |"
+    assert table[3] == "| b/b | 6 | 3 | 1 | 2 | 0 | 0 |"
+    assert table[4] == "| **all** | **9** | **6** | **3** | **5** | **2** | **1** |"
 
 
 def test_every_invalid_instance_gets_a_cause(tmp_path: Path) -> None:
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "a__a-2.gold.log").write_text("pip: Temporary failure in name resolution\n")
+    (tmp_path / "logs" / "b__b-6.gold.log").write_text("+ : '>>>>> Start Test Output'\nE gaierror: Temporary "
+                                                       "failure in name resolution\n")
     gold = _script()
     causes = {r["id"]: gold.cause(r, tmp_path) for r in RECORDS}
     assert causes["a__a-1"] is None and causes["a__a-3"] is None  # valid (the disagreement is counted apart)
@@ -64,9 +68,10 @@ def test_every_invalid_instance_gets_a_cause(tmp_path: Path) -> None:
     assert causes["b__b-3"] == "empty: no verdict"
     assert causes["b__b-4"] == "gold: no verdict (timeout after 1800 s)"
     assert causes["b__b-5"] == "not built: setup_env.sh failed (network lookups failed)"
+    assert "tests call a network service" in causes["b__b-6"]
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     listed = gold.failures(tmp_path)
-    assert listed.count("\n| ") == 6 and "a__a-1" not in listed
+    assert listed.count("\n| ") == 7 and "a__a-1" not in listed
 
 
 def test_a_resumed_run_skips_what_is_recorded(tmp_path: Path, monkeypatch) -> None:

@@ -92,7 +92,7 @@ def host_cas(src: Path = Path("/usr/local/share/ca-certificates")) -> dict[str, 
 
 def base_layer(root: str, root_id: str) -> Layer:
     cas = host_cas()
-    shim = {name: (SHIM_DIR / name).read_bytes() for name in ("activate", "conda", "conda-to-pip.json")}
+    shim = {name: (SHIM_DIR / name).read_bytes() for name in ("activate", "conda")}
     pkgs = sorted(set(base_apt_packages()) | set(EXTRA_APT))
     lines = [
         f"FROM {root}",
@@ -106,7 +106,6 @@ def base_layer(root: str, root_id: str) -> Layer:
         "COPY shim/activate /opt/miniconda3/bin/activate",
         "COPY shim/activate /opt/miniconda3/etc/profile.d/conda.sh",
         "COPY shim/conda /opt/miniconda3/bin/conda",
-        "COPY shim/conda-to-pip.json /opt/miniconda3/conda-to-pip.json",
         "RUN chmod 755 /opt/miniconda3/bin/conda && mkdir -p /opt/miniconda3/envs /opt/farm/python",
         "ENV PATH=/opt/miniconda3/bin:$PATH",
         "RUN conda init --all && conda config --append channels conda-forge",
@@ -127,10 +126,14 @@ def env_layer(test_spec: Any, base: Layer, python: PythonPrefix) -> Layer:
                  f"RUN apt-get update && apt-get install -y --no-install-recommends python{python.minor}-venv "
                  f"python{python.minor}-dev && rm -rf /var/lib/apt/lists/* && "
                  f"python{python.minor} -m venv --copies /opt/farm/python/{python.minor}")
+    table = (SHIM_DIR / "conda-to-pip.json").read_bytes()
     text = "\n".join([
         f"FROM {base.tag}",
         python_in,
+        *_old_prefix(python),
         *_cutoff(python),
+        # the conda-to-pip table lives here, not in the base: a new entry rebuilds environments only
+        "COPY conda-to-pip.json /opt/miniconda3/conda-to-pip.json",
         "COPY setup_env.sh /root/",
         "RUN sed -i -e 's/\\r$//' /root/setup_env.sh && chmod +x /root/setup_env.sh",
         'RUN /bin/bash -c "source ~/.bashrc && /root/setup_env.sh"',
@@ -138,10 +141,19 @@ def env_layer(test_spec: Any, base: Layer, python: PythonPrefix) -> Layer:
         'RUN echo "source /opt/miniconda3/etc/profile.d/conda.sh && conda activate testbed" > /root/.bashrc',
         f"LABEL {PYTHON_LABEL}={python.version}:{python.path or 'debian-venv'}",
     ]) + "\n"
-    key = _digest(text, base.key, script, python.version)
+    key = _digest(text, base.key, script, python.version, table)
     repo = test_spec.repo.replace("/", "__").lower()
-    return Layer(f"{TAG_PREFIX}/env.{repo}.{test_spec.version}:{key}", text, {"setup_env.sh": script.encode()},
-                 key=key)
+    return Layer(f"{TAG_PREFIX}/env.{repo}.{test_spec.version}:{key}", text,
+                 {"setup_env.sh": script.encode(), "conda-to-pip.json": table}, key=key)
+
+
+def _old_prefix(python: PythonPrefix) -> list[str]:
+    """Below 3.8, distutils links every C extension against libpython from the directory the
+    interpreter was built for (its sysconfig's LIBDIR, e.g. /root/.pyenv/versions/3.6.15/lib):
+    that path, linked to the copy, so that compiling psutil and friends finds it."""
+    if python.path is None or tuple(int(x) for x in python.minor.split(".")) >= (3, 8):
+        return []
+    return [f"RUN mkdir -p {python.path.parent} && ln -s /opt/farm/python/{python.minor} {python.path}"]
 
 
 def _cutoff(python: PythonPrefix) -> list[str]:
