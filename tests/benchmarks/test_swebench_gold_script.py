@@ -94,3 +94,23 @@ def test_a_resumed_run_skips_what_is_recorded(tmp_path: Path, monkeypatch) -> No
     monkeypatch.setattr(gold, "one", one)
     assert gold.main(["--rows", str(rows), "--repos", str(tmp_path / "mirror"), "--out", str(out)]) == 0
     assert ran == []
+
+
+def test_the_valid_instances_go_into_the_ceiling_file_as_measured_passes(tmp_path: Path) -> None:
+    from farm.tasks.ceiling import load_ceiling
+
+    recs = [dict(r, id=iid, date="2026-12-03") for r, iid in ((RECORDS[0], "astropy__astropy-12907"),
+                                                              (RECORDS[1], "django__django-11099"))]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    shipped = REPO / "farm" / "tasks" / "ceilings" / "swebench_verified.json"
+    ceilings = tmp_path / "ceilings"
+    ceilings.mkdir()
+    (ceilings / shipped.name).write_text(shipped.read_text())
+    _script().merge_ceiling(tmp_path, "abc1234", ceilings)
+    ceiling = load_ceiling("swebench_verified", ceilings)
+    doc = json.loads((ceilings / shipped.name).read_text())
+    assert doc["tasks"]["astropy__astropy-12907"]["status"] == "pass"
+    assert doc["tasks"]["astropy__astropy-12907"]["provenance"] == "farm-swebench-gold"
+    assert "django__django-11099" not in doc["tasks"]  # its gold failed here: not written
+    assert doc["provenance"]["farm-swebench-gold"]["kind"] == "measured"
+    assert ceiling is not None
