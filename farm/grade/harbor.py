@@ -129,12 +129,14 @@ async def _upload_wheels(sandbox: Sandbox, man: Manifest, files: list[str] | Non
 
 
 async def stage_verifier_cache(sandbox: Sandbox, cache: VerifierCacheConfig, env: dict[str, str],
-                               test_sh: str = "") -> tuple[dict[str, str], str, str, float]:
+                               test_sh: str = "",
+                               tests_dir: Path | None = None) -> tuple[dict[str, str], str, str, float]:
     """Upload the cache to STAGE_DIR and put uv where the astral installer would, when absent.
 
     Only what the verifier can use travels: the wheels of the default tool pins and of the pins
-    ``test_sh`` names, uv when ~/.local/bin has none, the python bundle when no python3.13 is on
-    PATH (an image's own python always wins). Returns the variables test.sh
+    ``test_sh`` names and of the PEP 723 script blocks in it and in ``tests_dir/*.py``, uv when
+    ~/.local/bin has none, the python bundle when no python3.13 is on PATH (an image's own
+    python always wins). Returns the variables test.sh
     gets, the PATH suffix for its command line, the header line the verifier output starts
     with, and the seconds staging took."""
     assert cache.dir is not None
@@ -146,7 +148,7 @@ async def stage_verifier_cache(sandbox: Sandbox, cache: VerifierCacheConfig, env
     has = set(probe.stdout.split())
     parts = ([] if "has-uv" in has else ["bin"]) + ([] if "has-python" in has else ["python"])
     await sandbox.exec(f"mkdir -p {STAGE_DIR}", timeout_s=60, cwd="/")
-    sent = await _upload_wheels(sandbox, man, wheels_for(man, test_sh))
+    sent = await _upload_wheels(sandbox, man, wheels_for(man, test_sh, tests_dir))
     for part in parts:
         await sandbox.upload(man.root / part, f"{STAGE_DIR}/{part}")
     place = (
@@ -218,8 +220,11 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
         except OSError:
             test_sh = ""  # bash reports the missing script itself
         try:
-            variables, prefix, header, stage_s = await stage_verifier_cache(sandbox, cache, env, test_sh)
-        except CacheError as exc:  # the run's configuration, not this trial: say so, do not guess a reward
+            variables, prefix, header, stage_s = await stage_verifier_cache(sandbox, cache, env, test_sh,
+                                                                                task.verifier.tests_dir)
+        # the run's configuration (or a task's malformed PEP 723 block, which uv refuses as well),
+        # not this trial's answer: say so, do not guess a reward
+        except CacheError as exc:
             return GradeResult(None, False, "", VERIFIER_CACHE, str(exc), time.monotonic() - t0)
         env = variables | env  # the task's own verifier variables win
     run = await sandbox.exec(

@@ -37,9 +37,22 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from farm.grade.script_metadata import (
+    JOINT,
+    ScriptBlock,
+    ScriptBlockError,
+    requirement_names,
+    script_blocks,
+    script_notes,
+    script_records,
+)
+
 STAGE_DIR = "/tmp/farm-verifier"  # where the sandbox gets the cache (the python's ELF interpreter lives here)
 MANIFEST = "manifest.json"
-FORMAT = 1  # "closure" (pin -> wheel files) is optional: a cache without it is staged whole
+# "closure" (pin -> wheel files) is optional: a cache without it is staged whole. Its keys are
+# requirement strings (a PEP 723 block's `fastcore<1.11`, or its dependencies joined by JOINT as
+# well as `name==version`): a farm that does not know a key sends nothing for it, so no bump
+FORMAT = 1
 UV_VERSION = "0.9.5"  # what the TB2 verifiers install
 PYTHON_VERSIONS = ("3.11", "3.12", "3.13")
 # the pins TB2's verifiers name for their test runner (uvx -w ..., pip install ...)
@@ -116,14 +129,35 @@ _PIP_INSTALL = re.compile(r"\b(?:uv\s+)?pip3?\s+install\s+([^\n;&|]+)")
 _PIN = re.compile(r"^[A-Za-z0-9_.\[\]-]+==[A-Za-z0-9_.+!-]+$")
 
 
-def scan_pins(task_dirs: list[Path], exclude: tuple[str, ...] = DEFAULT_EXCLUDE) -> list[str]:
-    """Every ``name==version`` a ``tests/test.sh`` under ``task_dirs`` installs (uvx -w, pip install)."""
-    pins: set[str] = set()
+def _sources(task_dirs: list[Path]) -> list[Path]:
+    """Each task's ``tests/test.sh`` and ``tests/*.py`` (where PEP 723 scripts can be)."""
+    found: list[Path] = []
     for root in task_dirs:
-        for script in sorted(Path(root).glob("*/tests/test.sh")):
-            pins.update(pins_in(script.read_text(errors="replace")))
+        for tests in sorted(Path(root).glob("*/tests")):
+            found += [p for p in [tests / "test.sh", *sorted(tests.glob("*.py"))] if p.is_file()]
+    return found
+
+
+def scan_pins(task_dirs: list[Path], exclude: tuple[str, ...] = DEFAULT_EXCLUDE) -> list[str]:
+    """Every ``name==version`` a ``tests/test.sh`` under ``task_dirs`` installs (uvx -w, pip
+    install), and every requirement of a PEP 723 script block in test.sh or ``tests/*.py`` (see
+    ``pins_in``). A requirement naming an excluded distribution is left out."""
+    pins: set[str] = set()
+    for path in _sources(task_dirs):
+        pins.update(pins_in(path.read_text(errors="replace"), str(path)))
     skip = {name.lower() for name in exclude}
-    return sorted(p for p in pins if re.split(r"[=\[]", p)[0].lower() not in skip)
+    return sorted(p for p in pins if not skip.intersection(requirement_names(p)))
+
+
+def scan_scripts(task_dirs: list[Path]) -> list[ScriptBlock]:
+    """Every PEP 723 ``script`` block in the tasks' test.sh and ``tests/*.py`` files."""
+    blocks: list[ScriptBlock] = []
+    for path in _sources(task_dirs):
+        try:
+            blocks += script_blocks(path.read_text(errors="replace"), str(path))
+        except ScriptBlockError as exc:
+            raise CacheError(str(exc)) from None
+    return blocks
 
 
 # -- building --------------------------------------------------------------------------------
@@ -176,10 +210,11 @@ def download_closure(pip: list[str], dest: Path, req: str, flags: list[str], bui
                      rounds: int = 12) -> tuple[bool, list[str]]:
     """``pip download`` of ``req`` with its dependencies as wheels for the target interpreter;
     a distribution with no wheel (the pin or any dependency) is built from its sdist when it
-    is pure Python, then the download is tried again. Returns (ok, names built from sdist)."""
+    is pure Python, then the download is tried again. ``req`` may be several requirements
+    joined by JOINT (a PEP 723 block's list), resolved together. Returns (ok, names built from sdist)."""
     made: list[str] = []
     for _ in range(rounds):
-        res = _pip_download(pip, dest, [req], [*flags, "--find-links", str(built)])
+        res = _pip_download(pip, dest, req.split(JOINT), [*flags, "--find-links", str(built)])
         if res.returncode == 0:
             return True, made
         m = _NO_MATCH.search(res.stderr)
@@ -241,23 +276,34 @@ def fetch_wheels(pip: list[str], work: Path, out: Path, reqs: list[str],
     return {req: sorted(files) for req, files in closure.items()}, missing, sorted(from_sdist)
 
 
-def pins_in(text: str) -> set[str]:
-    """The ``name==version`` pins one test.sh installs (uvx -w / --with, pip / uv pip install)."""
+def pins_in(text: str, source: str = "test.sh") -> set[str]:
+    """What one test.sh installs: its ``name==version`` pins (uvx -w / --with, pip / uv pip
+    install) and the requirements of the PEP 723 script blocks it writes (heredocs), each one and
+    each block's whole list joined by JOINT. A ``.py`` source gives only its block's. A block
+    that is not valid PEP 723 is a CacheError naming ``source``."""
+    try:
+        reqs = {r for block in script_blocks(text, source) for r in block.requirements()}
+    except ScriptBlockError as exc:
+        raise CacheError(str(exc)) from None
+    if source.endswith(".py"):
+        return reqs
     text = text.replace("\\\n", " ")
-    pins = set(_UVX_WITH.findall(text))
+    reqs.update(_UVX_WITH.findall(text))
     for args in _PIP_INSTALL.findall(text):
-        pins.update(tok for tok in args.split() if _PIN.match(tok))
-    return pins
+        reqs.update(tok for tok in args.split() if _PIN.match(tok))
+    return reqs
 
 
-def wheels_for(man: Manifest, test_sh: str) -> list[str] | None:
-    """The wheel files a verifier needs: those of the default tool pins and of every pin its
-    test.sh names; None (send them all) for a cache without per-pin records or a test.sh that
-    installs from a requirements file."""
+def wheels_for(man: Manifest, test_sh: str, tests_dir: Path | None = None) -> list[str] | None:
+    """The wheel files a verifier needs: those of the default tool pins, of every pin its
+    test.sh names and of the PEP 723 blocks in test.sh and ``tests_dir/*.py``; None (send them
+    all) for a cache without per-pin records or a test.sh that installs from a requirements file."""
     closure = man.data.get("closure")
     if not closure or re.search(r"(?:^|\s)(?:-r|--requirement)\s", test_sh):
         return None
     wanted = set(TOOL_REQUIREMENTS) | pins_in(test_sh)
+    for script in sorted(tests_dir.glob("*.py")) if tests_dir is not None else ():
+        wanted |= pins_in(script.read_text(errors="replace"), str(script))
     return sorted({f for req in wanted for f in closure.get(req, ())})
 
 
@@ -358,20 +404,24 @@ def fetch_python(work: Path, out: Path, mirror: str, suite: str) -> dict:
             "index_signature": signature, "debs": debs}
 
 
-def spec_of(reqs: list[str], pythons: tuple[str, ...], uv_version: str, suite: str) -> str:
+def spec_of(reqs: list[str], pythons: tuple[str, ...], uv_version: str, suite: str,
+            scripts: list[dict] | None = None) -> str:
     # layout 2: the manifest records each pin's files (closure); 3: pure sdist-only pins built
     spec = {"format": FORMAT, "layout": 3, "stage": STAGE_DIR, "uv": uv_version, "reqs": sorted(reqs),
             "pythons": list(pythons),
             "suite": suite, "debs": list(PYTHON_DEBS)}
+    if scripts:  # only then: a cache built without PEP 723 scripts keeps its spec (no rebuild)
+        spec["scripts"] = sorted([r["requires_python"] or "", r["dependencies"]] for r in scripts)
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
 def build(out: Path, reqs: list[str], *, pythons: tuple[str, ...] = PYTHON_VERSIONS, uv_version: str = UV_VERSION,
           mirror: str = DEBIAN_MIRROR, suite: str = DEBIAN_SUITE, pip: list[str] | None = None,
-          force: bool = False) -> Manifest:
-    """Build the cache into ``out`` (replaced atomically); a no-op when it holds the same spec."""
+          force: bool = False, scripts: list[dict] | None = None) -> Manifest:
+    """Build the cache into ``out`` (replaced atomically); a no-op when it holds the same spec.
+    ``scripts`` (``script_records``) is recorded in the manifest as ``scripts``."""
     pip = pip or [sys.executable, "-m", "pip"]
-    spec = spec_of(reqs, pythons, uv_version, suite)
+    spec = spec_of(reqs, pythons, uv_version, suite, scripts)
     if not force and (out / MANIFEST).is_file():
         try:
             current = load_manifest(out)
@@ -397,7 +447,7 @@ def build(out: Path, reqs: list[str], *, pythons: tuple[str, ...] = PYTHON_VERSI
         data = {"format": FORMAT, "stage_dir": STAGE_DIR, "spec_sha256": spec, "built_at": time.time(),
                 "build_s": round(time.monotonic() - t0, 1), "requirements": sorted(reqs), "pythons": list(pythons),
                 "uv": uv, "python": python, "wheels": wheels, "closure": closure, "missing": missing,
-                "built_from_sdist": from_sdist, "tools": tools,
+                "built_from_sdist": from_sdist, "tools": tools, "scripts": scripts or [],
                 "bytes": sum(f.stat().st_size for f in stage.rglob("*") if f.is_file() and not f.is_symlink())}
         (stage / MANIFEST).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
         old = Path(tmp) / "old"
@@ -411,7 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m farm.grade.verifier_cache", description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path, help="the cache directory (grade.verifier_cache.dir)")
     ap.add_argument("--tasks", type=Path, action="append", default=[],
-                    help="also pre-stage every pin the test.sh files of this benchmark directory install")
+                    help="also pre-stage every pin the test.sh files of this benchmark directory install, "
+                         "and the dependencies of its PEP 723 scripts (test.sh heredocs, tests/*.py)")
     ap.add_argument("--exclude", default=",".join(DEFAULT_EXCLUDE), help="package names never pre-staged")
     ap.add_argument("--pythons", default=",".join(PYTHON_VERSIONS), help="CPython versions to fetch wheels for")
     ap.add_argument("--force", action="store_true", help="rebuild even when the spec is unchanged")
@@ -421,14 +472,17 @@ def main(argv: list[str] | None = None) -> int:
     bad = [p for p in pythons if not re.fullmatch(r"3\.\d+", p)]
     if bad:
         ap.error(f"--pythons: invalid version(s) {bad}; expected e.g. 3.12,3.13")
-    reqs = sorted(set(TOOL_REQUIREMENTS) | set(scan_pins(args.tasks, exclude)))
     try:
-        man = build(args.out, reqs, pythons=pythons, force=args.force)
+        reqs = sorted(set(TOOL_REQUIREMENTS) | set(scan_pins(args.tasks, exclude)))
+        scripts = script_records(scan_scripts(args.tasks), pythons, exclude)
+        man = build(args.out, reqs, pythons=pythons, force=args.force, scripts=scripts)
     except (CacheError, OSError, subprocess.CalledProcessError) as exc:
         print(f"verifier-cache: {exc}", file=sys.stderr)
         return 1
     print(f"verifier-cache: {args.out}: {man.summary()}, {man.data['bytes'] / 1e6:.0f} MB"
           + (f"; not available: {', '.join(man.data['missing'])}" if man.data["missing"] else ""))
+    for note in script_notes(scripts, pythons):
+        print(f"verifier-cache: PEP 723 script {note}")
     return 0
 
 
