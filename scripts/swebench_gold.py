@@ -217,12 +217,6 @@ async def main_async(args: argparse.Namespace) -> int:
         rows = [r for r in rows if r["instance_id"] in set(args.only)]
     order = {repo: i for i, repo in enumerate(args.order or [])}
     rows.sort(key=lambda r: (order.get(r["repo"], len(order)), r["repo"], r["version"], r["instance_id"]))
-    if args.interleave:  # one of each repository in turn: breadth across repositories early
-        by_repo: dict[str, list[dict]] = defaultdict(list)
-        for r in rows:
-            by_repo[r["repo"]].append(r)
-        queues = list(by_repo.values())
-        rows = [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
     todo = []
     for r in rows:
         if r["instance_id"] in done:
@@ -232,6 +226,12 @@ async def main_async(args: argparse.Namespace) -> int:
             todo.append(r)
         elif args.verbose:
             print(f"not run: {r['instance_id']}: {why}", flush=True)
+    if args.interleave:  # one runnable instance of each repository in turn: breadth early
+        by_repo: dict[str, list[dict]] = defaultdict(list)
+        for r in todo:
+            by_repo[r["repo"]].append(r)
+        queues = list(by_repo.values())
+        todo = [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
     if args.limit is not None:
         todo = todo[: args.limit]
     print(f"{len(done)} done before, {len(todo)} to run now", flush=True)
