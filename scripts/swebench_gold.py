@@ -145,8 +145,12 @@ def cause(rec: dict, out: Path) -> str | None:
         tests_part = text.partition(">>>>> Start Test Output")[2]
         if "name resolution" in tests_part or "Name or service not known" in tests_part:
             return "gold unresolved: the tests call a network service (the verifier has no network)"
-        if "Temporary failure in name resolution" in text:
-            return "gold unresolved: the eval's re-install needs the network (a dependency the patch adds)"
+        # offline, the evaluation script's re-install always fails to fetch its build requirements,
+        # harmlessly where the package is installed editable; it is the cause only when the tests
+        # then miss a module (a dependency the patch adds)
+        if "Temporary failure in name resolution" in text and "No module named" in tests_part:
+            return ("gold unresolved: a module the patch needs is not installed "
+                    "(the eval's re-install needs the network)")
         failing = gold.get("failing") or []
         return f"gold unresolved: {len(failing)} test(s) fail, e.g. {failing[0] if failing else '?'}"
     if empty.get("verdict") is not False:

@@ -56,13 +56,14 @@ def test_summary_counts_each_repository_and_the_disagreements(tmp_path: Path) ->
 
 def test_every_invalid_instance_gets_a_cause(tmp_path: Path) -> None:
     (tmp_path / "logs").mkdir()
-    (tmp_path / "logs" / "a__a-2.gold.log").write_text("pip: Temporary failure in name resolution\n")
+    (tmp_path / "logs" / "a__a-2.gold.log").write_text("pip: Temporary failure in name resolution\n+ : '>>>>> Start "
+                                                       "Test Output'\nE ModuleNotFoundError: No module named 'x'\n")
     (tmp_path / "logs" / "b__b-6.gold.log").write_text("+ : '>>>>> Start Test Output'\nE gaierror: Temporary "
                                                        "failure in name resolution\n")
     gold = _script()
     causes = {r["id"]: gold.cause(r, tmp_path) for r in RECORDS}
     assert causes["a__a-1"] is None and causes["a__a-3"] is None  # valid (the disagreement is counted apart)
-    assert "needs the network" in causes["a__a-2"]
+    assert "a module the patch needs is not installed" in causes["a__a-2"]
     assert causes["b__b-1"] == "not built: the mirror lacks a commit it needs"
     assert causes["b__b-2"] == "not built: no CPython for the spec's version here"
     assert causes["b__b-3"] == "empty: no verdict"
