@@ -134,6 +134,13 @@ def cause(rec: dict, out: Path) -> str | None:
         if "unable to resolve host address" in err:
             return "not built: the recipe downloads from a host this machine cannot reach (" + \
                 err.split("unable to resolve host address", 1)[1].split("\n", 1)[0].strip(" '") + ")"
+        if "astropy_helpers" in err:
+            return "not built: astropy_helpers (a git submodule its setup fetches at install time) is unavailable"
+        if "Cythonizing" in err:
+            return ("not built: compiling its Cython extensions failed (Cython 3 resolved where conda's "
+                    "environment had 0.29: no date cut-off below Python 3.9)")
+        if "numpy==1.19.2" in err:
+            return "not built: numpy 1.19.2 has no wheel for this Python on PyPI (conda had a build)"
         step = "setup_env.sh" if "setup_env" in err else "setup_repo.sh" if "setup_repo" in err else "a layer"
         return f"not built: {step} failed (" + ("network lookups failed" if "name resolution" in err
                                                  else "see its build log") + ")"
