@@ -37,7 +37,11 @@ def test_published_swebench_ceilings_are_the_harbor_counts():
     ver = load_ceiling("swebench-verified")
     c = ver.ceiling()
     assert (c.achievable, c.tasks, c.unknown) == (493, 500, 0)
-    assert {t: s.status for t, s in ver.tasks.items()} == VERIFIED_FAILING
+    published = {t: s.status for t, s in ver.tasks.items() if s.provenance != "farm-swebench-gold"}
+    assert published == VERIFIED_FAILING
+    # what `make swebench-gold` validated here is recorded as measured passes, nothing else
+    measured = {s.status for s in ver.tasks.values() if s.provenance == "farm-swebench-gold"}
+    assert measured <= {"pass"}
     # every listed id is a real instance of the pin (the digest lock names all 500)
     lock = {i["task_id"] for i in json.loads((LOCK_DIR / "sweb-v-20260904.json").read_text())["images"]}
     assert len(lock) == 500 and set(ver.tasks) <= lock
