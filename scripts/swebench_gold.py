@@ -190,7 +190,7 @@ def merge_ceiling(out: Path, commit: str, directory: Path | None = None) -> Path
                       f"before {RESOLVE_AS_OF} (Python >= 3.9)",
             "notes": "gold patch resolved and empty patch unresolved, verifier without network"}
     return merge_gold_results("swebench_verified", {i: "pass" for i in valid}, provenance=prov,
-                              provenance_id="farm-swebench-gold", directory=directory)
+                              provenance_id=f"farm-swebench-gold-{commit}", directory=directory)
 
 
 def summary(out: Path) -> str:

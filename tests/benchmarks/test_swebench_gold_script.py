@@ -111,7 +111,11 @@ def test_the_valid_instances_go_into_the_ceiling_file_as_measured_passes(tmp_pat
     ceiling = load_ceiling("swebench_verified", ceilings)
     doc = json.loads((ceilings / shipped.name).read_text())
     assert doc["tasks"]["astropy__astropy-12907"]["status"] == "pass"
-    assert doc["tasks"]["astropy__astropy-12907"]["provenance"] == "farm-swebench-gold"
+    assert doc["tasks"]["astropy__astropy-12907"]["provenance"] == "farm-swebench-gold-abc1234"
     assert "django__django-11099" not in doc["tasks"]  # its gold failed here: not written
-    assert doc["provenance"]["farm-swebench-gold"]["kind"] == "measured"
+    assert doc["provenance"]["farm-swebench-gold-abc1234"]["kind"] == "measured"
     assert ceiling is not None
+    _script().merge_ceiling(tmp_path, "def5678", ceilings)  # a later sitting records its own block
+    doc = json.loads((ceilings / shipped.name).read_text())
+    assert doc["tasks"]["astropy__astropy-12907"]["provenance"] == "farm-swebench-gold-def5678"
+    assert load_ceiling("swebench_verified", ceilings) is not None
