@@ -4,7 +4,6 @@ the statuses the package's parsers give, and the package's own ``get_eval_report
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from swebench.harness.test_spec.test_spec import make_test_spec
 from farm.grade.swebench import grade_log
 from farm.tasks.swebench.rows import read_rows
 from tests.shared import shared_path
+from tests.support.offline import refuse_network
 
 IDS = ("django__django-11603", "sympy__sympy-13480", "astropy__astropy-12907")
 ERROR_CODES = (C.APPLY_PATCH_FAIL, C.RESET_FAILED, C.TESTS_ERROR, C.TESTS_TIMEOUT)
@@ -24,11 +24,7 @@ ERROR_CODES = (C.APPLY_PATCH_FAIL, C.RESET_FAILED, C.TESTS_ERROR, C.TESTS_TIMEOU
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Grading must not reach the network: any connection attempt fails the test."""
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError(f"grading reached for the network: {args!r}")
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    refuse_network(monkeypatch, "grading")
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +24,14 @@ from farm.tasks.swebench.load import convert_harbor_copies, load_rows
 from farm.tasks.swebench.rows import read_rows
 from farm.tasks.swebench.task_dir import files_of
 from tests.shared import shared_path
+from tests.support.offline import refuse_network
 
 COPY_ID = "django__django-13401"
 
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError(f"reached for the network: {args!r}")
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    refuse_network(monkeypatch, "spec making")
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from farm.tasks.benchmark import load_benchmark_report
 from farm.tasks.swebench import spec
 from farm.tasks.swebench.mirror import MirrorError, RepoMirror
 from tests.shared import shared_path
+from tests.support.offline import refuse_network
 
 pytestmark = pytest.mark.tools("git")
 
@@ -29,10 +29,7 @@ REQUIREMENT_LINES = ("asgiref >= 3.2.10", "farm-probe-package==1.2.3", "farm-inc
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError(f"reached for the network: {args!r}")
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    refuse_network(monkeypatch, "spec making")
 
 
 def _git(cwd: Path, *args: str) -> str:
