@@ -80,9 +80,6 @@ class RepoMirror:
                 raise MirrorError(f"benchmark.repos: cannot read bundle {src}: {res.stderr.decode()[-300:]}")
         return into
 
-    def has_commit(self, repo: str, commit: str) -> bool:
-        return _git(self._readable(repo), "cat-file", "-e", f"{commit}^{{commit}}").returncode == 0
-
     def require_commit(self, repo: str, commit: str, what: str = "base_commit") -> Path:
         """The git directory, after checking it holds ``commit``.
 

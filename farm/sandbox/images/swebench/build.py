@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.sandbox.base import SandboxStartError
-from farm.sandbox.images.engine import STANDIN_LABEL, run_engine
+from farm.sandbox.images.engine import run_engine
 from farm.sandbox.images.local import failing_step, inspect_image, tag_lock
 from farm.sandbox.images.swebench.python import find_python, stage_python
 from farm.sandbox.images.swebench.recipe import (
@@ -105,9 +105,6 @@ async def ensure_instance(binary: str, row: dict[str, Any], repos: str | None, *
     inst = instance_layer(test_spec, row, env, python, tag, spec.SWEBENCH_VERSION,
                           mirror.scm_version(row["repo"], row["base_commit"]))
 
-    def stage_base(ctx: Path) -> None:
-        pass
-
     def stage_env(ctx: Path) -> None:
         if python.path is not None:
             stage_python(python, ctx / "python")
@@ -116,12 +113,8 @@ async def ensure_instance(binary: str, row: dict[str, Any], repos: str | None, *
         mirror.checkout(row["repo"], row["base_commit"], ctx / "testbed")
         shutil.rmtree(ctx / "testbed" / ".git" / "hooks", ignore_errors=True)
 
-    await _build_layer(binary, base, stage_base, timeout=timeout, lock_dir=lock_dir, out=out)
+    await _build_layer(binary, base, lambda ctx: None, timeout=timeout, lock_dir=lock_dir, out=out)
     await _build_layer(binary, env, stage_env, timeout=timeout, lock_dir=lock_dir, out=out)
     out.image_id = await _build_layer(binary, inst, stage_instance, timeout=timeout, lock_dir=lock_dir, out=out,
                                       check_label=True)
     return out
-
-
-def is_standin(labels: dict[str, str]) -> bool:
-    return labels.get(STANDIN_LABEL, "").lower() == "true"
