@@ -43,6 +43,12 @@ NOT_HASHED = (
     "sandbox.docker.image_min_free_gb",
 )
 
+# Settings added after runs already existed that DO change what a run measures: they enter the
+# hash only when set away from their default, so that a run started before the key existed (and
+# measured exactly what the default measures) keeps its hash and stays resumable. A module that
+# adds such a key registers it here with its default.
+HASHED_UNLESS_DEFAULT: dict[str, Any] = {}
+
 
 def conf_dir() -> Path:
     """Where conf/ lives: $FARM_CONF_DIR, else the repository's conf/, else ./conf."""
@@ -231,6 +237,13 @@ def config_hash(cfg: FarmConfig) -> str:
         for part in parts[:-1]:
             node = node.get(part, {})
         node.pop(parts[-1], None)
+    for dotted, default in HASHED_UNLESS_DEFAULT.items():
+        parts = dotted.split(".")
+        node = data
+        for part in parts[:-1]:
+            node = node.get(part, {})
+        if parts[-1] in node and node[parts[-1]] == default:
+            node.pop(parts[-1])
     # only the chosen backend's section shapes the sandboxes: a Kubernetes setting does not
     # change what a local run measures
     sandbox = data.get("sandbox", {})
