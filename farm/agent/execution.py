@@ -59,10 +59,27 @@ class ToolOutcome:
     failure_type: type[BaseException] | None = None  # the exception behind ``failure``, when one was raised
 
 
-def vendor_harness_refuses(call: ToolCall) -> str | None:
+def vendor_harness_refuses(call: ToolCall, workdir: str = "/") -> str | None:
     """The vendor's harness parses a Bash timeout itself before its runner starts, and a value
     it cannot parse fails the attempt (tool_error, retried) instead of reaching the model; the
-    error, as Python words it, or None. Under agent.compat leaf-* farm does the same."""
+    error, as Python words it, or None. Under agent.compat leaf-* farm does the same.
+
+    Then it writes the request (``{"tool", "args", "workdir"}``, JSON, UTF-8) for its runner: an
+    argument holding a lone surrogate (JSON's ``"\\ud800"``) cannot be encoded, so that call too
+    fails the attempt and nothing runs (a Write writes nothing)."""
+    return _bash_timeout_refused(call) or _request_unencodable(call, workdir)
+
+
+def _request_unencodable(call: ToolCall, workdir: str) -> str | None:
+    request = json.dumps({"tool": call.name, "args": call.args, "workdir": workdir}, ensure_ascii=False)
+    try:
+        request.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _bash_timeout_refused(call: ToolCall) -> str | None:
     if call.name != "Bash":
         return None
     args = call.args
@@ -137,7 +154,7 @@ class ToolExecutor:
     async def _one(self, call: ToolCall, limits: dict[str, Any]) -> ToolOutcome:
         rec = ToolCallRecord(call_id=call.call_id, name=call.name, args_ok=call.args_ok, started=time.monotonic())
         out = ToolOutcome(call, rec)
-        refused = vendor_harness_refuses(call) if self.vendor else None
+        refused = vendor_harness_refuses(call, self.workdir) if self.vendor else None
         if call.name not in TOOL_NAMES:
             out.observation, rec.error = f"Unknown tool: {call.name}", "UnknownTool"
         elif refused:

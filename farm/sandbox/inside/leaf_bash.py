@@ -3,9 +3,14 @@
 A program, not a module: leaf_tools.py starts it through the sandbox agent's command runner
 (so every process it starts is still tagged, jailed and killed when the sandbox closes), as
 
-    python -I -S leaf_bash.py TIMEOUT_S CAP_BYTES UMASK_OCTAL COMMAND
+    python -I -S leaf_bash.py TIMEOUT_S CAP_BYTES UMASK_OCTAL START_DIR KEEP_NAMES COMMAND
 
-It runs ``/bin/bash -lc COMMAND`` under that umask with separate pipes. On timeout it kills
+It runs ``/bin/bash -lc COMMAND`` under that umask with separate pipes, in the environment the
+vendor's transport gives its shell: ``OLDPWD`` is the start directory (so ``cd -`` works) and
+``SHLVL`` reads 4, and nothing of farm's is in it. The command runner tags every command with
+``FARM_EXEC_ID`` (procs.py) so it can find what a command left; that tag stays on this runner,
+farm's own process, and on nothing the shell starts. ``KEEP_NAMES`` (comma-separated, may be
+empty) are ``FARM_*`` names the task's own environment sets, which stay. On timeout it kills
 the shell alone and returns at once, so what the shell started (``server &``) keeps running
 for later calls, as under the vendor's runner; farm-safe kills the whole command instead.
 It answers with the raw bytes (the caller decides how they decode): one line
@@ -22,7 +27,20 @@ import time
 # selectors, signal, threading) costs more than the Python start itself
 
 
-def _spawn(command):
+# the vendor's transport starts the runner's shell three shells deep: bash adds one, so 4 is shown
+VENDOR_SHLVL = "3"
+
+
+def shell_env(start_dir, keep):
+    """The shell's environment: this runner's, less every ``FARM_*`` name not in ``keep``, with
+    the vendor transport's ``OLDPWD`` and ``SHLVL``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FARM_") or k in keep}
+    env["OLDPWD"] = start_dir
+    env["SHLVL"] = VENDOR_SHLVL
+    return env
+
+
+def _spawn(command, env):
     """``/bin/bash -lc command`` with stdin /dev/null and two pipes; (pid, stdout fd, stderr fd)."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -35,7 +53,7 @@ def _spawn(command):
             os.dup2(err_w, 2)
             for fd in {null, out_r, out_w, err_r, err_w} - {0, 1, 2}:
                 os.close(fd)
-            os.execv("/bin/bash", ["/bin/bash", "-lc", command])
+            os.execve("/bin/bash", ["/bin/bash", "-lc", command], env)
         finally:
             os._exit(127)
     os.close(out_w)
@@ -49,9 +67,10 @@ def _returncode(status):
 
 
 def main():
-    timeout_s, cap, mask, command = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3], 8), sys.argv[4]
+    timeout_s, cap, mask = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3], 8)
+    start_dir, keep, command = sys.argv[4], set(filter(None, sys.argv[5].split(","))), sys.argv[6]
     os.umask(mask)
-    pid, out_fd, err_fd = _spawn(command)
+    pid, out_fd, err_fd = _spawn(command, shell_env(start_dir, keep))
     kept = {out_fd: bytearray(), err_fd: bytearray()}
     total = {out_fd: 0, err_fd: 0}
     open_fds = [out_fd, err_fd]

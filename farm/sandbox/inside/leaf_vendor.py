@@ -12,6 +12,7 @@ Python >= 3.8.
 
 import os
 import shlex
+import stat
 import sys
 
 if __package__:
@@ -69,9 +70,25 @@ def _newlines(text):
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def _null_device(path):
+    """True for the null device (char 1:3): the vendor reads it as the empty file it is; every
+    other device stays refused (Read's bound holds in every setting)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3)
+
+
+def _v_read_text(path, workdir, whole=False):
+    if _null_device(path):
+        return "", 0
+    return lt._read_text(path, workdir, whole)
+
+
 def _v_read(args, workdir, limits):
     path = v_resolve(_v_path(args), workdir)
-    text, left = lt._read_text(path, workdir)  # read before the offset is parsed, as the vendor
+    text, left = _v_read_text(path, workdir)  # read before the offset is parsed, as the vendor
     lines = _newlines(lt._visible(text)).splitlines()
     if left and lines and not text.endswith(("\n", "\r")):
         lines.pop()
@@ -131,7 +148,7 @@ def _v_edit(args, workdir, limits):
     new = str(args.get("new_string") or "")  # missing or null: the matched text is deleted
     if not old:
         raise ToolInputError("old_string must be non-empty")
-    text, _ = lt._read_text(path, workdir, whole=True)
+    text, _ = _v_read_text(path, workdir, whole=True)
     text = _newlines(lt._visible(text))  # the vendor rewrites the file as it read it: U+FFFD, \n
     count = text.count(old)
     replace_all = _v_truthy(args.get("replace_all"))
@@ -201,10 +218,12 @@ def _v_bash(args, workdir, limits, exec_fn, extra):
     timeout_s = v_bash_timeout(args, limits["bash_timeout_s"], limits.get("max_timeout_s"))
     cap_chars = int(limits["bash_output_chars"])
     keep = max(4 * cap_chars + 4096, 65536)
+    env = limits.get("env") or None
+    own = ",".join(k for k in (env or {}) if str(k).startswith("FARM_"))  # the task's own names stay
     argv = [sys.executable, "-I", "-S", BASH_RUNNER, repr(timeout_s), str(keep),
-            "%o" % VENDOR_UMASK[limits["compat"]], command]
+            "%o" % VENDOR_UMASK[limits["compat"]], workdir, own, command]
     res = exec_fn("exec " + " ".join(shlex.quote(a) for a in argv), timeout_s=timeout_s + 10, cwd=workdir,
-                  env=limits.get("env") or None, merge_stderr=False, output_cap=4 * keep + 4096)
+                  env=env, merge_stderr=False, output_cap=4 * keep + 4096)
     try:
         head, out_hex, err_hex = res.get("stdout", "").split("\n")[:3]
         timed_out, code, out_total, err_total = (int(x) for x in head.split())
