@@ -24,7 +24,8 @@ from farm.agent.trajectory import Trajectory
 from farm.config import FarmConfig
 from farm.errors import FarmError
 from farm.grade.attempt import close_quietly, grade_attempt
-from farm.grade.hack_scan import scan_steps
+from farm.grade.hack_patch import task_test_files
+from farm.grade.hack_scan import scan_trial
 from farm.grade.history import HistoryStripError, should_strip, strip_history
 from farm.grade.patch import PatchError, capture_freeing_pids, head_commit, record_untracked_baseline
 from farm.run.endpoint import host_port
@@ -95,13 +96,15 @@ class _Attempt:
 
     def finish(self, status: str, error_class: str | None = None, error: str | None = None) -> TrialOutcome:
         row = self.row
-        if self.steps:
+        patch = self.artifacts.get("patch.diff", b"").decode("utf-8", errors="replace")
+        if self.steps or patch:
             # where the automatic setting judged the history part of the task (not patch-graded,
             # so not stripped), reading it is no shortcut; an explicit setting keeps the rule
             auto_kept = self.cfg.benchmark.strip_history is None and not self.strip
             skip = ("git_history",) if auto_kept else ()
-            row.hack_flags = [f.label() for f in scan_steps(self.steps, policy=self.policy,
-                                                            base_commit=row.base_commit, skip=skip)]
+            flags = scan_trial(self.steps, patch, policy=self.policy, base_commit=row.base_commit, skip=skip,
+                               tests=task_test_files(self.task))
+            row.hack_flags = [f.label() for f in flags]
         row.status = status
         row.error_class = error_class
         row.error = error
