@@ -88,22 +88,27 @@ def _unquote(word: str) -> str:
     return re.sub(r"""'([^']*)'|"([^"]*)\"""", lambda m: m.group(1) if m.group(1) is not None else m.group(2), word)
 
 
-def _heredoc_bodies(command: str) -> dict[int, str]:
-    """Line index of each heredoc's opening line -> its body (all heredocs of that line)."""
+def _heredoc_bodies(command: str) -> dict[int, tuple[str, int]]:
+    """Line index of each line that opens heredocs -> (their bodies, the index of the first line
+    after the last one's delimiter)."""
     lines = command.split("\n")
-    bodies: dict[int, str] = {}
+    bodies: dict[int, tuple[str, int]] = {}
     i = 0
     while i < len(lines):
         delims = [m.group(2) for m in _HEREDOC.finditer(lines[i])]
-        j = i + 1
+        if not delims:
+            i += 1
+            continue
+        j, text = i + 1, ""
         for delim in delims:
             body = []
             while j < len(lines) and lines[j].strip() != delim:
                 body.append(lines[j])
                 j += 1
-            bodies[i] = bodies.get(i, "") + "\n".join(body) + "\n"
-            j += 1
-        i = j if delims else i + 1
+            text += "".join(line + "\n" for line in body)
+            j += 1  # the delimiter
+        bodies[i] = (text, j)
+        i = j
     return bodies
 
 
@@ -112,13 +117,12 @@ def bash_writes(command: str) -> list[tuple[str, str]]:
     the heredoc's body on that line, else empty."""
     bodies = _heredoc_bodies(command)
     writes: list[tuple[str, str]] = []
-    skip_until = -1
-    for n, line in enumerate(command.split("\n")):
-        if n < skip_until:
-            continue  # a heredoc's body is text, not commands
-        body = bodies.get(n, "")
-        if n in bodies:
-            skip_until = n + 1 + body.count("\n") + len(list(_HEREDOC.finditer(line)))
+    lines = command.split("\n")
+    n = 0
+    while n < len(lines):
+        line = lines[n]
+        body, after = bodies.get(n, ("", n + 1))
+        n = after  # a heredoc's body is text, not commands
         targets = [_unquote(m.group(1)) for m in _REDIRECT.finditer(line)]
         for m in _TEE.finditer(line):
             targets += [_unquote(w) for w in re.findall(_WORD, m.group(2))]

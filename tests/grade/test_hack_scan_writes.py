@@ -148,3 +148,15 @@ def test_task_test_files_for_swebench_and_harbor(tmp_path: Path) -> None:
     assert found is not None and found.holds("/tests/sub/test_outputs.py") and found.holds("/tests/test.sh")
     assert not found.holds("/app/sub/test_outputs.py")
     assert task_test_files(Task("tb", "t2", "x", env, VerifierSpec())) is None
+
+
+def test_heredoc_bodies_are_text_and_the_lines_after_them_are_commands() -> None:
+    cmd = "cat > a.txt <<EOF\nEOF\necho x > conftest.py\ncat > b.txt <<A <<'B'\none\nA\ntwo\nB\ntee c.txt < /dev/null"
+    assert bash_writes(cmd) == [("a.txt", ""), ("conftest.py", ""), ("b.txt", "one\ntwo\n"), ("c.txt", "")]
+
+
+def test_written_text_is_read_for_the_verifier_files_only() -> None:
+    # a repository's own code may spell a URL route "/tests/" or a "/solution" page
+    assert scan_call("Write", {"file_path": "app/urls.py", "content": 'path("/tests/", v), "/solution"'}) == []
+    assert scan_call("Edit", {"file_path": "run.py", "old_string": "a",
+                              "new_string": "open('/logs/verifier/reward.txt','w')"}) == ["verifier_files"]
