@@ -50,7 +50,7 @@ from farm.run.rows import (
 from farm.sandbox.base import Sandbox, SandboxError, SandboxStartError
 from farm.sandbox.registry import open_sandbox, refusal_reason
 from farm.store.schema import StepRow, TrialResult
-from farm.tasks.model import Task
+from farm.tasks.model import Task, with_networks
 
 # open_sandbox's signature: (task, sandbox config section, *, network, run_id, trial_key, attempt, role)
 SandboxFactory = Callable[..., Sandbox]
@@ -141,6 +141,8 @@ async def run_trial(
 
     ``chash`` is the arm's config hash when the caller already knows it (hashing a config
     costs milliseconds, per trial that adds up)."""
+    # the arm's network settings (a strict twin: no egress) apply before the row records them
+    task = with_networks(task, cfg.benchmark.agent_network, cfg.benchmark.verifier_network)
     row = base_row(spec, attempt, cfg, task, uuid.uuid4().hex, chash)
     att = _Attempt(spec, task, cfg, attempt, policy, row, should_strip(task, cfg.benchmark.strip_history))
     factory = functools.partial(sandbox_factory, run_id=spec.run_id, trial_key=spec.trial_key, attempt=attempt)
