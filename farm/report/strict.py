@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from farm.report.ablation import paired_difference
 from farm.report.data import Group
+from farm.report.layout import Table, fmt, fmt_ci, trace_columns
 from farm.report.stats import BootstrapOptions, GroupStats, wilson_ci
 
 STRICT_SUFFIX = "-strict"  # farm/config/arms.py names the twins so (the report reads no config)
@@ -95,3 +96,48 @@ def leakage_ci(row: StrictRow, level: float) -> tuple[float, float]:
         return math.nan, math.nan
     lo, hi = wilson_ci(row.leaked / row.passes, row.passes, level)
     return 10.0 * lo, 10.0 * hi
+
+
+def strict_table(groups: list[Group], stats: list[GroupStats], opts: BootstrapOptions) -> list[Table]:
+    """The report's "Standard and strict" table (strict.csv): only for runs with strict twins."""
+    strict = strict_rows(groups, stats, opts)
+    if not strict:
+        return []
+    level = opts.level
+    rows = []
+    for r in strict:
+        llo, lhi = leakage_ci(r, level)
+        rows.append({
+            "run_id": r.run_id, "config_hash": r.config_hash, "benchmark": r.benchmark, "arm": r.arm,
+            "model": r.model, "standard_avg_at_k": r.standard, "standard_ci_low": r.standard_ci[0],
+            "standard_ci_high": r.standard_ci[1], "strict_avg_at_k": r.strict, "strict_ci_low": r.strict_ci[0],
+            "strict_ci_high": r.strict_ci[1], "delta": r.delta, "delta_ci_low": r.delta_ci[0],
+            "delta_ci_high": r.delta_ci[1], "standard_passes": r.passes, "leaked_passes": r.leaked,
+            "leakage_per_1000": r.leakage_per_1000, "leakage_ci_low": llo, "leakage_ci_high": lhi,
+            "causes": ", ".join(f"{k}={v}" for k, v in sorted(r.by_cause.items())),
+        })
+    pct = f"{100 * level:.0f}%"
+    return [Table(
+        "strict", "Standard and strict", rows,
+        [
+            ("benchmark", lambda r: r["benchmark"]),
+            ("arm", lambda r: r["arm"]),
+            ("model", lambda r: r["model"]),
+            ("standard Avg@k %", lambda r: fmt(r["standard_avg_at_k"])),
+            (f"standard {pct} CI", lambda r: fmt_ci(r["standard_ci_low"], r["standard_ci_high"])),
+            ("strict Avg@k %", lambda r: fmt(r["strict_avg_at_k"])),
+            (f"strict {pct} CI", lambda r: fmt_ci(r["strict_ci_low"], r["strict_ci_high"])),
+            ("strict − standard (pts)", lambda r: fmt(r["delta"])),
+            (f"difference {pct} CI", lambda r: fmt_ci(r["delta_ci_low"], r["delta_ci_high"])),
+            ("leakage per 1,000 passes", lambda r: f"{fmt(r['leakage_per_1000'], 0)} "
+                                                   f"({r['leaked_passes']} of {r['standard_passes']})"),
+            (f"leakage {pct} CI", lambda r: fmt_ci(r["leakage_ci_low"], r["leakage_ci_high"])),
+            ("causes", lambda r: r["causes"] or "–"),
+            *trace_columns(),
+        ],
+        note="standard: the arm as configured (the vendor's settings); strict: its <arm>-strict twin "
+             "(experiment.strict_overrides: no agent network, history stripped, fresh grading of patch-graded "
+             "tasks, tamper suspects fail). The difference pairs the same task and seed (bootstrap CI); leakage: "
+             "standard passes whose tool calls fetched upstream (upstream_fetch), read git history (git_history) "
+             "or that dual grading marked tamper_suspect, per 1,000 passes (Wilson CI)",
+    )]

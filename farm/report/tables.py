@@ -24,7 +24,7 @@ from farm.report.main_table import MainRow, main_rows, main_table
 from farm.report.planner_table import planner_table, power_fields
 from farm.report.power import PowerOptions
 from farm.report.stats import BootstrapOptions, GroupStats, group_stats
-from farm.report.strict import StrictRow, leakage_ci, strict_rows
+from farm.report.strict import strict_table
 from farm.report.verdicts import Verdict, verdicts
 
 
@@ -86,7 +86,6 @@ class ReportContent:
     cost: list[CostRow] = field(default_factory=list)
     parallel: dict[tuple[str, str, str, str], tuple[int, int]] = field(default_factory=dict)
     integrity: list[IntegrityRow] = field(default_factory=list)
-    strict: list[StrictRow] = field(default_factory=list)
     main: list[MainRow] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
 
@@ -102,7 +101,6 @@ def compute(runs: list[RunData], registry: ClaimsRegistry, options: ReportOption
         content.ablation += ablation_rows(run, groups, stats, bopts, options.power_options)
         content.cost += cost_rows(run, groups)
         content.integrity += integrity_rows(run, bopts, groups)
-        content.strict += strict_rows(groups, stats, bopts)
         for g in groups:
             content.parallel[(g.run_id, g.benchmark, g.arm, g.model)] = tool_turns(g.trials, run.steps)
     content.verdicts = verdicts(content.stats, registry, options.incomplete_threshold, options.power_options)
@@ -132,7 +130,7 @@ def _tables(c: ReportContent) -> list[Table]:
         *_results_table(c),
         *_outcomes_table(c),
         *_error_classes_table(c),
-        *_strict_table(c),
+        *strict_table(c.groups, c.stats, c.options.bootstrap_options),
         *_integrity_table(c),
         *_not_run_table(c),
         *_exit_reasons_table(c),
@@ -197,7 +195,6 @@ def _results_table(c: ReportContent) -> list[Table]:
             "as the main table. pass@j for j = 1..k; flip: tasks whose graded outcome differs between seeds.",
         )
     )
-
     return tables
 
 
@@ -279,51 +276,6 @@ def _integrity_table(c: ReportContent) -> list[Table]:
         ))
 
     return tables
-
-
-def _strict_table(c: ReportContent) -> list[Table]:
-    """Standard beside strict, their paired difference and the leakage rate: only for runs with
-    strict twins (``experiment.strict_pair``)."""
-    if not c.strict:
-        return []
-    level = c.options.level
-    rows = []
-    for r in c.strict:
-        llo, lhi = leakage_ci(r, level)
-        rows.append({
-            "run_id": r.run_id, "config_hash": r.config_hash, "benchmark": r.benchmark, "arm": r.arm,
-            "model": r.model, "standard_avg_at_k": r.standard, "standard_ci_low": r.standard_ci[0],
-            "standard_ci_high": r.standard_ci[1], "strict_avg_at_k": r.strict, "strict_ci_low": r.strict_ci[0],
-            "strict_ci_high": r.strict_ci[1], "delta": r.delta, "delta_ci_low": r.delta_ci[0],
-            "delta_ci_high": r.delta_ci[1], "standard_passes": r.passes, "leaked_passes": r.leaked,
-            "leakage_per_1000": r.leakage_per_1000, "leakage_ci_low": llo, "leakage_ci_high": lhi,
-            "causes": ", ".join(f"{k}={v}" for k, v in sorted(r.by_cause.items())),
-        })
-    pct = f"{100 * level:.0f}%"
-    return [Table(
-        "strict", "Standard and strict", rows,
-        [
-            ("benchmark", lambda r: r["benchmark"]),
-            ("arm", lambda r: r["arm"]),
-            ("model", lambda r: r["model"]),
-            ("standard Avg@k %", lambda r: fmt(r["standard_avg_at_k"])),
-            (f"standard {pct} CI", lambda r: fmt_ci(r["standard_ci_low"], r["standard_ci_high"])),
-            ("strict Avg@k %", lambda r: fmt(r["strict_avg_at_k"])),
-            (f"strict {pct} CI", lambda r: fmt_ci(r["strict_ci_low"], r["strict_ci_high"])),
-            ("strict − standard (pts)", lambda r: fmt(r["delta"])),
-            (f"difference {pct} CI", lambda r: fmt_ci(r["delta_ci_low"], r["delta_ci_high"])),
-            ("leakage per 1,000 passes", lambda r: f"{fmt(r['leakage_per_1000'], 0)} "
-                                                   f"({r['leaked_passes']} of {r['standard_passes']})"),
-            (f"leakage {pct} CI", lambda r: fmt_ci(r["leakage_ci_low"], r["leakage_ci_high"])),
-            ("causes", lambda r: r["causes"] or "–"),
-            *trace_columns(),
-        ],
-        note="standard: the arm as configured (the vendor's settings); strict: its <arm>-strict twin "
-             "(experiment.strict_overrides: no agent network, history stripped, fresh grading of patch-graded "
-             "tasks, tamper suspects fail). The difference pairs the same task and seed (bootstrap CI); leakage: "
-             "standard passes whose tool calls fetched upstream (upstream_fetch), read git history (git_history) "
-             "or that dual grading marked tamper_suspect, per 1,000 passes (Wilson CI)",
-    )]
 
 
 def _not_run_table(c: ReportContent) -> list[Table]:
