@@ -203,7 +203,9 @@ async def _start(att: _Attempt, factory: SandboxFactory) -> tuple[Sandbox, str]:
         SandboxError: the sandbox did not start (or was lost while the workspace was prepared).
     """
     task, row = att.task, att.row
-    sandbox = factory(task, att.cfg.sandbox, role="agent")
+    # benchmark.agent_network (a strict twin's no-network) is passed on explicitly: it must win over
+    # a backend's own default (sandbox.kubernetes.agent_network), which only the task's setting yields to
+    sandbox = factory(task, att.cfg.sandbox, network=att.cfg.benchmark.agent_network, role="agent")
     att.used.append(sandbox)
     async with _start_gate(att.cfg.run.max_concurrent_starts):
         await sandbox.start()
