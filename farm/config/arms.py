@@ -12,6 +12,16 @@ retries, ...), so a run of several benchmarks cannot use one model preset for al
 top of each arm's config for that benchmark's trials; an arm's ``last_overrides`` come after
 them (an arm that holds one budget fixed everywhere, e.g. the model card's 8,192 tokens per
 turn beside the presets' budgets).
+
+Strict twins:
+
+``experiment.strict_pair=true`` runs every arm twice: as configured (*standard*: the vendor's
+settings) and as ``<arm>-strict``, whose overrides are the arm's followed by
+``experiment.strict_overrides`` (no agent egress, history stripped, fresh grading wherever a
+patch is the answer, a tamper suspect fails). The strict overrides are applied again after
+the per-benchmark budgets and the arm's ``last_overrides``, so no budget can undo them. The
+twins are not entries of ``experiment.arms`` (a twin's overrides are not limited to
+``agent.*`` / ``model.*`` as ``last_overrides`` are); they exist only here.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ from typing import Any
 from farm.config.benchmarks import same_benchmark
 from farm.config.checks import require_endpoint
 from farm.config.load import apply_overrides
-from farm.config.schema import FarmConfig, value_at
+from farm.config.schema import ArmConfig, FarmConfig, value_at
 from farm.errors import ConfigError
 
 # what `farm validate --show` prints per arm and benchmark: (column, config key)
@@ -41,11 +51,44 @@ BUDGET_KEYS = (
 )
 
 
+STRICT_SUFFIX = "-strict"
+
+
+def _declared(cfg: FarmConfig) -> list[ArmConfig]:
+    """The experiment's own arms: ``base`` (no overrides) when it names none."""
+    return list(cfg.experiment.arms) or [ArmConfig(name="base")]
+
+
 def arms_of(cfg: FarmConfig) -> list[tuple[str, FarmConfig]]:
-    """(name, config) of every arm: ``base`` alone when the experiment names no arms."""
-    if not cfg.experiment.arms:
+    """(name, config) of every arm: ``base`` alone when the experiment names no arms; with
+    ``experiment.strict_pair`` each arm followed by its ``<arm>-strict`` twin.
+
+    Raises:
+        ConfigError: a twin's name is already an arm's, or a strict override does not apply.
+    """
+    declared = _declared(cfg)
+    if not cfg.experiment.arms and not cfg.experiment.strict_pair:
         return [("base", cfg)]
-    return [(a.name, apply_overrides(cfg, list(a.overrides))) for a in cfg.experiment.arms]
+    out: list[tuple[str, FarmConfig]] = []
+    names = {a.name for a in declared}
+    for a in declared:
+        out.append((a.name, apply_overrides(cfg, list(a.overrides)) if cfg.experiment.arms else cfg))
+        if cfg.experiment.strict_pair:
+            twin = a.name + STRICT_SUFFIX
+            if twin in names:
+                raise ConfigError(f"invalid value {twin!r} for 'experiment.arms': with experiment.strict_pair=true "
+                                  f"{twin!r} is the strict twin of arm {a.name!r}; rename the arm")
+            out.append((twin, apply_overrides(cfg, [*a.overrides, *cfg.experiment.strict_overrides])))
+    return out
+
+
+def strict_twin_of(arm_cfg: FarmConfig, arm: str) -> str | None:
+    """The standard arm whose strict twin ``arm`` is, or None when ``arm`` is not a twin."""
+    if not arm_cfg.experiment.strict_pair or not arm.endswith(STRICT_SUFFIX):
+        return None
+    names = {a.name for a in _declared(arm_cfg)}
+    base = arm[: -len(STRICT_SUFFIX)]
+    return base if base in names and arm not in names else None
 
 
 def require_arm_endpoints(cfg: FarmConfig, arms: list[tuple[str, FarmConfig]]) -> None:
@@ -62,11 +105,16 @@ def require_arm_endpoints(cfg: FarmConfig, arms: list[tuple[str, FarmConfig]]) -
 
 
 def trial_overrides(arm_cfg: FarmConfig, arm: str, benchmark: str) -> list[str]:
-    """The overrides that turn arm ``arm``'s config into its config on ``benchmark``."""
-    last = next((a.last_overrides for a in arm_cfg.experiment.arms if a.name == arm), [])
+    """The overrides that turn arm ``arm``'s config into its config on ``benchmark``: the
+    per-benchmark budget, the arm's ``last_overrides``, and for a strict twin its standard arm's
+    ``last_overrides`` then the strict overrides (last, so that no budget undoes them)."""
+    base = strict_twin_of(arm_cfg, arm)
+    own = base if base is not None else arm
+    last = next((list(a.last_overrides) for a in arm_cfg.experiment.arms if a.name == own), [])
     per = [o for key, items in arm_cfg.experiment.per_benchmark.items() if same_benchmark(key, benchmark)
            for o in items]
-    return [*per, *last]
+    strict = list(arm_cfg.experiment.strict_overrides) if base is not None and (per or last) else []
+    return [*per, *last, *strict]
 
 
 def for_benchmark(arm_cfg: FarmConfig, arm: str, benchmark: str) -> FarmConfig:

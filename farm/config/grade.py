@@ -19,7 +19,9 @@ class VerifierCacheConfig:
 
 @dataclass
 class GradeConfig:
-    mode: str = "in_place"  # in_place | fresh | both (in place, then fresh as a tamper check)
+    # in_place | fresh | both (in place, then fresh as a tamper check) | patch_both (both for a
+    # task whose answer is its git patch, in place for one whose answer is container state)
+    mode: str = "in_place"
     verifier_cache: VerifierCacheConfig = field(default_factory=VerifierCacheConfig)
     # a verifier that could not set itself up (infra_error:verifier_setup) is re-run this many
     # times on the captured patch, without a second agent run
@@ -28,3 +30,6 @@ class GradeConfig:
     # reward); null: only for patch-graded tasks, since a Terminal-Bench answer may be a server
     # the agent left running for the tests to query
     kill_leftovers: bool | None = None
+    # a trial that dual grading marks tamper_suspect (resolved in place, not from its patch) is
+    # recorded unresolved, not only left out of the clean score (the strict twin's setting)
+    tamper_fails: bool = False

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from farm.config.checks import CHOICES, validate
-from farm.config.schema import FarmConfig
+from farm.config.schema import STRICT_OVERRIDES, FarmConfig
 from farm.errors import ConfigError
 
 NODE_GROUPS = ("benchmark", "sandbox", "store", "model", "agent")
@@ -47,7 +47,14 @@ NOT_HASHED = (
 # hash only when set away from their default, so that a run started before the key existed (and
 # measured exactly what the default measures) keeps its hash and stays resumable. A module that
 # adds such a key registers it here with its default.
-HASHED_UNLESS_DEFAULT: dict[str, Any] = {}
+HASHED_UNLESS_DEFAULT: dict[str, Any] = {
+    # standard and strict in one run (farm/config/arms.py strict twins)
+    "benchmark.agent_network": None,
+    "benchmark.verifier_network": None,
+    "grade.tamper_fails": False,
+    "experiment.strict_pair": False,
+    "experiment.strict_overrides": list(STRICT_OVERRIDES),
+}
 
 
 def conf_dir() -> Path:

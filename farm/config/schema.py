@@ -14,6 +14,15 @@ from typing import Any, Dict, List, Optional
 from farm.config.grade import GradeConfig
 from farm.config.sandbox import SandboxConfig
 
+# experiment.strict_overrides by default: what makes an arm's strict twin strict
+STRICT_OVERRIDES = (
+    "benchmark.agent_network=no-network",
+    "benchmark.verifier_network=no-network",
+    "grade.mode=patch_both",
+    "grade.tamper_fails=true",
+    "benchmark.strip_history=true",
+)
+
 # model.name of the embedded defaults: no model at all, the oracle policy answers
 ORACLE_MODEL = "oracle"
 
@@ -32,6 +41,11 @@ class BenchmarkConfig:
     # remove the task repository's history beyond HEAD before the agent starts (farm/grade/history.py);
     # null: only tasks graded by their git patch (their history may hold the fix)
     strip_history: Optional[bool] = None
+    # the network each task's agent / verifier gets (public | no-network); null: the task's own
+    # setting (Leaf's registry gives SWE-bench and Terminal-Bench agents `public`): the strict
+    # twin of an arm (experiment.strict_pair) sets both to no-network
+    agent_network: Optional[str] = None
+    verifier_network: Optional[str] = None
     # SWE-bench instance images (farm/sandbox/images/swebench/): repository mirrors named
     # <owner>+<name>, and CPython prefixes named by version (null: ~/.pyenv/versions)
     repos: Optional[str] = None
@@ -165,6 +179,11 @@ class ExperimentConfig:
     # empty: the single `benchmark` section
     benchmarks: List[str] = field(default_factory=list)
     per_benchmark: Dict[str, List[str]] = field(default_factory=dict)  # benchmark -> overrides: farm/config/arms.py
+    # run every arm twice: as configured (standard: the vendor's settings) and as ``<arm>-strict``
+    # with strict_overrides on top (no agent egress, history stripped, fresh grading wherever a
+    # patch is the answer, a tamper suspect fails); the report pairs them (farm/report/strict.py)
+    strict_pair: bool = False
+    strict_overrides: List[str] = field(default_factory=lambda: list(STRICT_OVERRIDES))
 
 
 @dataclass

@@ -40,15 +40,20 @@ def status_of(grade: GradeResult) -> str:
 
 
 def grading_mode(task: Task, cfg: FarmConfig, sandbox: Sandbox | None) -> str:
-    """``in_place``, ``fresh`` or ``both`` for this task: in place only when the agent's sandbox can be
+    """``in_place``, ``fresh`` or ``both`` for this task (``grade.mode=patch_both``: ``both`` for a
+    patch-graded task, else in place): in place only when the agent's sandbox can be
     given the verifier's network (docs/grading.md, "Where it runs, with which network"); otherwise a fresh
     verifier sandbox started with the verifier's network grades the captured patch."""
     if task.verifier.protocol == "patcheval" or cfg.grade.mode == "fresh":
         return "fresh"
     if sandbox is not None and task.verifier_network != task.agent_network and not sandbox.capabilities.set_network:
         return "fresh"
-    # both: in place (the vendor's verdict), then fresh from the patch as a tamper check
-    return "both" if cfg.grade.mode == "both" else "in_place"
+    # both: in place (the vendor's verdict), then fresh from the patch as a tamper check;
+    # patch_both (the strict twin's): both only where the task's answer is its git patch, since
+    # a Terminal-Bench answer is container state that a fresh sandbox from the patch cannot hold
+    if cfg.grade.mode == "both" or (cfg.grade.mode == "patch_both" and task.require_git_patch):
+        return "both"
+    return "in_place"
 
 
 async def _grade_once(
@@ -158,4 +163,8 @@ async def grade_attempt(task: Task, cfg: FarmConfig, sandbox: Sandbox, patch: st
         # resolved where the agent worked, not from its patch alone: something outside the
         # patch (a process, an ignored file, the environment) made the difference
         row.tamper_suspect = grade.valid and grade.resolved and fresh.valid and not fresh.resolved
+        if row.tamper_suspect and cfg.grade.tamper_fails:
+            # strict: what the patch alone does not resolve is not resolved (the in-place
+            # reward stays on the row, the verdict does not count it)
+            return replace(grade, resolved=False)
     return grade

@@ -24,6 +24,7 @@ from farm.report.main_table import MainRow, main_rows, main_table
 from farm.report.planner_table import planner_table, power_fields
 from farm.report.power import PowerOptions
 from farm.report.stats import BootstrapOptions, GroupStats, group_stats
+from farm.report.strict import strict_table
 from farm.report.verdicts import Verdict, verdicts
 
 
@@ -129,6 +130,7 @@ def _tables(c: ReportContent) -> list[Table]:
         *_results_table(c),
         *_outcomes_table(c),
         *_error_classes_table(c),
+        *strict_table(c.groups, c.stats, c.options.bootstrap_options),
         *_integrity_table(c),
         *_not_run_table(c),
         *_exit_reasons_table(c),
@@ -193,7 +195,6 @@ def _results_table(c: ReportContent) -> list[Table]:
             "as the main table. pass@j for j = 1..k; flip: tasks whose graded outcome differs between seeds.",
         )
     )
-
     return tables
 
 

@@ -23,7 +23,7 @@ from farm.run.plan import TrialSpec
 from farm.run.rows import LOCAL_POLICIES, TrialOutcome, base_row, ended_row, unsupported_class
 from farm.sandbox.base import SandboxError
 from farm.sandbox.registry import check_environment, check_task, open_sandbox, refusal_reason, unresolvable_images
-from farm.tasks.model import Task
+from farm.tasks.model import Task, with_networks
 
 
 @dataclass(frozen=True)
@@ -135,6 +135,7 @@ async def check_sandbox_start(cfg: FarmConfig, tasks: list[Task], run_id: str) -
     for task in tasks:
         if tried >= SANDBOX_TRIES or own_failures >= MAX_TASK_FAILURES:
             return
+        task = with_networks(task, cfg.benchmark.agent_network, cfg.benchmark.verifier_network)
         sandbox = open_sandbox(task, cfg.sandbox, network=task.agent_network, run_id=run_id,
                                trial_key="preflight", attempt=0, role="agent")
         try:

@@ -51,7 +51,7 @@ from farm.run.rows import (
 from farm.sandbox.base import Sandbox, SandboxError, SandboxStartError
 from farm.sandbox.registry import open_sandbox, refusal_reason
 from farm.store.schema import StepRow, TrialResult
-from farm.tasks.model import Task
+from farm.tasks.model import Task, with_networks
 
 # open_sandbox's signature: (task, sandbox config section, *, network, run_id, trial_key, attempt, role)
 SandboxFactory = Callable[..., Sandbox]
@@ -144,6 +144,8 @@ async def run_trial(
 
     ``chash`` is the arm's config hash when the caller already knows it (hashing a config
     costs milliseconds, per trial that adds up)."""
+    # the arm's network settings (a strict twin: no egress) apply before the row records them
+    task = with_networks(task, cfg.benchmark.agent_network, cfg.benchmark.verifier_network)
     row = base_row(spec, attempt, cfg, task, uuid.uuid4().hex, chash)
     att = _Attempt(spec, task, cfg, attempt, policy, row, should_strip(task, cfg.benchmark.strip_history))
     factory = functools.partial(sandbox_factory, run_id=spec.run_id, trial_key=spec.trial_key, attempt=attempt)
@@ -204,7 +206,9 @@ async def _start(att: _Attempt, factory: SandboxFactory) -> tuple[Sandbox, str]:
         SandboxError: the sandbox did not start (or was lost while the workspace was prepared).
     """
     task, row = att.task, att.row
-    sandbox = factory(task, att.cfg.sandbox, role="agent")
+    # benchmark.agent_network (a strict twin's no-network) is passed on explicitly: it must win over
+    # a backend's own default (sandbox.kubernetes.agent_network), which only the task's setting yields to
+    sandbox = factory(task, att.cfg.sandbox, network=att.cfg.benchmark.agent_network, role="agent")
     att.used.append(sandbox)
     async with _start_gate(att.cfg.run.max_concurrent_starts):
         await sandbox.start()

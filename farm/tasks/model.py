@@ -7,7 +7,7 @@ Ray workers without anybody mutating it on the way.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -112,3 +112,12 @@ class Task:
     @property
     def workdir(self) -> str:
         return self.environment.workdir
+
+
+def with_networks(task: Task, agent: str | None, verifier: str | None) -> Task:
+    """``task`` with its agent / verifier network replaced where given (``benchmark.agent_network``
+    / ``benchmark.verifier_network``; None keeps the task's own setting, e.g. Leaf's registry's
+    ``public`` for SWE-bench agents)."""
+    changes = {k: v for k, v in (("agent_network", agent), ("verifier_network", verifier))
+               if v is not None and v != getattr(task, k)}
+    return replace(task, **changes) if changes else task

@@ -80,7 +80,7 @@ def test_validate_show_prints_every_arms_budget_on_every_benchmark(capsys):
     out = capsys.readouterr().out
     cfg = load_config(["experiment=reproduce-frognano", ENDPOINT])
     rows = budget_rows(arms_of(cfg), cfg.experiment.benchmarks)
-    assert len(rows) == 12
+    assert len(rows) == 24  # 3 arms and their strict twins (experiment.strict_pair) on 4 benchmarks
     lines = {line.split(":", 1)[0].strip(): line for line in out.splitlines() if " / " in line}
     for row in rows:
         line = lines[f"{row.arm} / {row.benchmark}"]
@@ -88,6 +88,11 @@ def test_validate_show_prints_every_arms_budget_on_every_benchmark(capsys):
         assert f"max_retries={row.values['max_retries']} " in line and "max_steps=150 " in line
     assert "max_tokens_per_turn=32000" in lines["qwen3.5-4b / terminal_bench_2_verified"]
     assert "max_tokens_per_turn=8192" in lines["frognano-4b-card / terminal_bench_2_verified"]
+    # a strict twin runs its arm's budgets: strictness changes the sandbox and the grading only
+    by = {(r.arm, r.benchmark): r.values for r in rows}
+    for (arm, bench), values in by.items():
+        if not arm.endswith("-strict"):
+            assert by[(arm + "-strict", bench)] == values
 
 
 @pytest.mark.parametrize("item", ["run.seeds=5", "model.max_retries"])

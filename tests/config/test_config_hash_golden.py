@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from farm.config import apply_overrides, config_hash, load_config
+from farm.config import config_hash, load_config
+from farm.config.arms import arms_of
 
 URL = "model.base_url=http://127.0.0.1:9/v1"
 
@@ -42,10 +43,19 @@ GOLDEN = {
     'experiment=real-qwen-coder-sizes': 'e5d0c8c6b29ea37f',
     'experiment=real-qwen-coder-sizes [arm qwen2.5-coder-0.5b]': '4b2e1c367d9eb334',
     'experiment=real-qwen-coder-sizes [arm qwen2.5-coder-1.5b]': '21ffdae02e124ac0',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1': 'a2f9f59526c02018',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b]': '7ab318868d70a1dd',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b]': '12baf58ba63b7763',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card]': '7ab318868d70a1dd',
+    # strict_pair turned on in reproduce-frognano (issue 27): a deliberate change; with it off
+    # the preset and its arms hash as they did before
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1': 'd2ddcbf3d58a71e5',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b]': 'b8fb3cfd501b3015',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b]': 'a55a393efb9fc5d0',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card]': 'b8fb3cfd501b3015',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-strict]': '829b2d9f2610b602',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b-strict]': 'e2669293b4694020',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card-strict]': '829b2d9f2610b602',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false': 'a2f9f59526c02018',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b]': '7ab318868d70a1dd',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm qwen3.5-4b]': '12baf58ba63b7763',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b-card]': '7ab318868d70a1dd',
     'model=endpoint': 'fa737e53ed5b820d',
     'model=frognano-4b': 'f111b73c1f6e681e',
     'model=gemma-4-12b': '436959958b6a4367',
@@ -67,8 +77,7 @@ def _hash_of(case: str) -> str:
     cfg = load_config(overrides)
     if not arm:
         return config_hash(cfg)
-    (chosen,) = [a for a in cfg.experiment.arms if a.name == arm.rstrip("]")]
-    return config_hash(apply_overrides(cfg, list(chosen.overrides)))
+    return config_hash(dict(arms_of(cfg))[arm.rstrip("]")])
 
 
 @pytest.mark.parametrize("case", sorted(GOLDEN))
