@@ -206,10 +206,14 @@ class RayExecutor:
         self.started_ray = init_ray(self.cfg.run.ray_address)
         # one count of sandbox starts for the whole run (farm/run/starts.py); named so that a
         # tool attached to the cluster can read the start queue, unique so that runs sharing a
-        # cluster never share a count; owned by the driver, it dies with the run
+        # cluster never share a count; owned by the driver and pinned to the driver's node, it
+        # lives and dies with the run, never with a worker node that is lost
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
         gate_cls = ray.remote(num_cpus=0, max_concurrency=100_000, max_restarts=0)(GateActor)
-        self.gate = gate_cls.options(name=f"farm-start-gate-{os.getpid()}-{uuid.uuid4().hex[:8]}").remote(
-            self.cfg.run.max_concurrent_starts)
+        self.gate = gate_cls.options(name=f"farm-start-gate-{os.getpid()}-{uuid.uuid4().hex[:8]}",
+                                     scheduling_strategy=here).remote(self.cfg.run.max_concurrent_starts)
         self._cls = ray.remote(num_cpus=0, max_concurrency=100_000, max_restarts=0)(_TrialWorker)
         for _ in range(self.n_workers):
             self.actors.append(None)
@@ -217,15 +221,26 @@ class RayExecutor:
             self._replace(len(self.actors) - 1)
         await asyncio.gather(*[a.pid.remote() for a in self.actors])
 
-    def _new_actor(self, holder: str) -> Any:
-        # SPREAD: workers on as many nodes as there are, so that a lost node costs a share of
-        # the trials in flight, not all of them; actors take no CPU, so the default policy would
-        # pack them all on the first node
-        return self._cls.options(max_concurrency=100_000, scheduling_strategy="SPREAD").remote(self.gate, holder)
+    def _new_actor(self, holder: str, node: str | None = None) -> Any:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        # soft: where the node is gone or full by the time Ray places the actor, any node will do
+        where = NodeAffinitySchedulingStrategy(node_id=node, soft=True) if node else "DEFAULT"
+        return self._cls.options(max_concurrency=100_000, scheduling_strategy=where).remote(self.gate, holder)
+
+    def _nodes(self) -> list[str]:
+        """The live nodes that offer CPUs, in a stable order: workers go round them, so that a
+        lost node costs a share of the trials in flight, not all of them. Actors take no CPU,
+        so Ray's default policy packs them all on one node, and its SPREAD strategy did too
+        (Ray 2.60, two nodes, actors of zero resources)."""
+        import ray
+
+        return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0)
 
     def _replace(self, i: int) -> None:
         holder = f"w{next(self._serial)}"
-        actor = self._new_actor(holder)
+        nodes = self._nodes()
+        actor = self._new_actor(holder, nodes[i % len(nodes)] if len(nodes) > 1 else None)
         self.actors[i], self.holders[i] = actor, holder
         self.where[holder] = asyncio.ensure_future(_where(actor))
 
