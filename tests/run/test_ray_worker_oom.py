@@ -58,7 +58,8 @@ def test_a_worker_killed_for_memory_is_a_retryable_infra_error_and_is_replaced(t
     executor._ref = lambda obj: obj  # no object store: the call below never reaches Ray
     killed = _Actor(ray.exceptions.OutOfMemoryError(OOM))
     executor.actors, executor.holders = [killed], ["w-killed"]
-    executor._new_actor = lambda holder: _Actor()
+    executor._new_actor = lambda holder, node=None: _Actor()
+    executor._nodes = lambda: []  # no cluster to go round
     spec = TrialSpec("run", "k" * 64, task.benchmark, task.task_id, 0, "base", "oracle")
 
     outcome = asyncio.run(executor.submit(TrialJob(spec, task, cfg, attempt=1)))
