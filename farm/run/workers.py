@@ -242,7 +242,8 @@ class RayExecutor:
         nodes = self._nodes()
         actor = self._new_actor(holder, nodes[i % len(nodes)] if len(nodes) > 1 else None)
         self.actors[i], self.holders[i] = actor, holder
-        self.where[holder] = asyncio.ensure_future(_where(actor))
+        fut = self.where[holder] = asyncio.ensure_future(_where(actor))
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # a dead actor's answer is no error here
 
     def node_of(self, holder: str) -> str:
         """The node a worker ran on, as the row of a lost trial names it."""
