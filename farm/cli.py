@@ -78,6 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         + (f"; {summary.refused} not run (the task cannot run here: see the report)"
            if summary.refused else "")
         + (f"; answered by {_answered(summary.served)}" if summary.served else "")
+        + (f"; at most {_peaks(summary.peak_phases)} at once" if summary.peak_phases else "")
     )
     _print_report(cfg.store.uri, cfg.store.endpoint_url, cfg.store.region, [summary.run_id])
     if loaded is not None:
@@ -95,6 +96,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                           highlight=False, soft_wrap=True)
         return EXIT_INFRA
     return EXIT_OK
+
+
+def _peaks(peak: dict[str, int]) -> str:
+    """'2 queued for a start, 2 starting, 6 running, 1 grading': the run's worst start queue and load."""
+    return (f"{peak.get('waiting', 0)} queued for a start, {peak.get('starting', 0)} starting, "
+            f"{peak.get('running', 0)} running, {peak.get('grading', 0)} grading")
 
 
 def _answered(served: dict[str, str]) -> str:

@@ -38,6 +38,7 @@ POSITIVE: tuple[str, ...] = (
     "run.max_concurrent_starts", "agent.max_steps",
     "store.batch_rows", "model.timeout_s", "agent.bash_timeout_s",
     "sandbox.kubernetes.pod_start_timeout_s", "sandbox.kubernetes.pull_timeout_s",
+    "sandbox.docker.start_timeout_s",
 )
 NON_NEGATIVE: tuple[str, ...] = (
     "agent.max_context_tokens", "model.max_retries", "model.temperature", "run.retry_backoff_s",

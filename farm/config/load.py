@@ -40,7 +40,7 @@ NOT_HASHED = (
     "benchmark.strict", "benchmark.mirror", "benchmark.cache_dir", "benchmark.repos", "benchmark.pythons",
     "serve.host", "serve.port",
     "serve.ready_timeout_s", "serve.app_name", "serve.num_cpus", "report", "sandbox.local.root_dir",
-    "sandbox.docker.image_min_free_gb",
+    "sandbox.docker.image_min_free_gb", "sandbox.docker.start_timeout_s",
 )
 
 # Settings added after runs already existed that DO change what a run measures: they enter the

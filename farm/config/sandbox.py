@@ -90,6 +90,9 @@ class DockerSandboxConfig:
     keep_containers: bool = False
     max_reconnects: int = 3
     labels: dict[str, str] = field(default_factory=dict)
+    # from the task image being present (after its pull or build) to the container answering;
+    # the build-step replay after it has the task's own build timeout
+    start_timeout_s: float = 900.0
 
 
 @dataclass

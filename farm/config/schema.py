@@ -140,8 +140,9 @@ class RunConfig:
     executor: str = "ray"  # ray | local
     ray_address: Optional[str] = None
     workers: int = 2  # Ray worker actors; each drives many trials concurrently
-    # sandbox starts in progress at once per worker process: starting is CPU-bound (process
-    # spawns, environment build), so a burst of hundreds only makes every start time out
+    # sandbox starts in progress at once across the whole run (one count shared by every Ray
+    # worker, farm/run/starts.py): starting is CPU- and API-bound (process spawns, environment
+    # builds, pods), so a burst of hundreds only makes every start time out
     max_concurrent_starts: int = 16
     progress: bool = True
     # preflight before the first trial: endpoint (/v1/models + one chat completion with a

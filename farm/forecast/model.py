@@ -44,7 +44,7 @@ class LLMSpec:
 @dataclass
 class ClusterSpec:
     pod_slots: int = 0  # sandboxes at once (0: unlimited, one machine)
-    max_concurrent_starts: int | None = None  # None: the pilot's (× workers under Ray)
+    max_concurrent_starts: int | None = None  # None: the pilot's (run-wide, every worker together)
     nodes: int = 1  # image caches: a node pulls each image once
     image_pull_s: float = 0.0
 
@@ -246,7 +246,6 @@ def load_pilot(store: Any, run_id: str) -> Pilot:
         if p["arm"] not in arms:
             arms.append(p["arm"])
     cfg_run = (meta.get("config") or {}).get("run") or {}
-    workers = int(cfg_run.get("workers") or 1) if cfg_run.get("executor", "ray") == "ray" else 1
     created = _created(meta)
     first_start = min((r["started_at"] for r in trials if r.get("started_at")), default=None)
     last_end = max((r["finished_at"] for r in trials if r.get("finished_at")), default=None)
@@ -254,7 +253,9 @@ def load_pilot(store: Any, run_id: str) -> Pilot:
     wall = (last_end - created) if created is not None and last_end is not None else math.nan
     return Pilot(run_id=run_id, trials=out, tasks=tasks, arms=arms or ["base"], seeds=int(cfg_run.get("seeds") or 1),
                  max_in_flight=int(cfg_run.get("max_in_flight") or 8),
-                 max_concurrent_starts=int(cfg_run.get("max_concurrent_starts") or 16) * workers,
+                 # run-wide since farm/run/starts.py (it was per Ray worker before: a pilot of that
+                 # time started faster than this forecasts, so the forecast errs long)
+                 max_concurrent_starts=int(cfg_run.get("max_concurrent_starts") or 16),
                  retry_backoff_s=float(cfg_run.get("retry_backoff_s") or 1.0), startup_s=startup, warmup_s=warmup,
                  measured_wall_s=wall, notes=notes)
 

@@ -38,6 +38,7 @@ from farm.tasks.benchmark import load_benchmark_tasks
 from farm.tasks.model import Task
 
 HEARTBEAT_S = 30.0
+PHASES_EVERY_S = 1.0  # how often the progress line asks the start gate for its counts
 
 
 @dataclass
@@ -57,6 +58,9 @@ class RunSummary:
     # flight, or waiting for a retry): re-run on resume
     unfinished: int = 0
     served: dict[str, str] = field(default_factory=dict)  # arm -> model id its endpoint answered with
+    # the most trials at once waiting for a start slot / starting / running / grading, run-wide
+    # (farm/run/starts.py); empty when the executor could not say
+    peak_phases: dict[str, int] = field(default_factory=dict)
 
     @property
     def infra_left(self) -> int:
@@ -288,6 +292,19 @@ class _Pool:
                 await asyncio.to_thread(self.store.write_heartbeat, self.run_id, beat)
             await asyncio.sleep(HEARTBEAT_S)
 
+    async def watch_phases(self) -> None:
+        """Keep the run's phase counts (the start queue among them) in the progress line."""
+        while True:
+            await asyncio.sleep(PHASES_EVERY_S)
+            with contextlib.suppress(Exception):  # a missed count only leaves the line a second stale
+                await self.note_phases()
+
+    async def note_phases(self) -> None:
+        stats = await self.executor.phases()
+        self.summary.peak_phases = {k[5:]: v for k, v in stats.items() if k.startswith("peak_")}
+        if self.progress:
+            self.progress("phases", stats)  # type: ignore[arg-type]
+
     def done_one(self) -> None:
         self.left -= 1
         if self.left == 0:
@@ -336,6 +353,7 @@ class _Pool:
         n_runners = max(1, min(self.cfg.run.max_in_flight, len(todo)))
         beat = asyncio.create_task(self.heartbeat())
         await self.executor.start()
+        phases = asyncio.create_task(self.watch_phases())
         try:
             if todo:
                 self.runners.extend(asyncio.create_task(self.runner()) for _ in range(n_runners))
@@ -346,6 +364,9 @@ class _Pool:
                 raise self.errors[0]
         finally:
             beat.cancel()
+            phases.cancel()
+            with contextlib.suppress(Exception):
+                await self.note_phases()  # the peaks of the whole run, for the summary
             for timer in self.timers:
                 timer.cancel()
             try:

@@ -1,4 +1,5 @@
-"""A rich progress bar for runs: done / in flight / resolved / errors, with an ETA."""
+"""A rich progress bar for runs: done / in flight / resolved / errors, with an ETA, and where the
+trials in flight are (waiting for a start slot, starting, running the agent, grading)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ class RunProgress:
         self.done = 0
         self.counts: dict[str, int] = {}
         self.retries = 0
+        self.phases: dict[str, int] = {}  # the run's start gate's last counts (farm/run/starts.py)
         self._progress: Progress | None = None
         self._task: Any = None
         self.console = console
@@ -42,6 +44,8 @@ class RunProgress:
         if event == "plan":
             self.set_total(outcome)
             return
+        if event == "phases":
+            self.phases = dict(outcome)
         if event == "start":
             self.in_flight += 1
         elif event in ("done", "retry"):
@@ -56,4 +60,12 @@ class RunProgress:
             errors = self.counts.get("infra_error", 0) + self.counts.get("model_error", 0)
             detail = (f"in flight {self.in_flight} | resolved {self.counts.get('resolved', 0)} | "
                       f"unresolved {self.counts.get('unresolved', 0)} | errors {errors} | retries {self.retries}")
-            self._progress.update(self._task, completed=self.done, detail=detail)
+            self._progress.update(self._task, completed=self.done, detail=detail + self.phase_detail())
+
+    def phase_detail(self) -> str:
+        """' (queued 3, starting 2, running 5, grading 1)': where the trials in flight are."""
+        if not self.phases:
+            return ""
+        p = self.phases
+        return (f" (queued {p.get('waiting', 0)}, starting {p.get('starting', 0)}, "
+                f"running {p.get('running', 0)}, grading {p.get('grading', 0)})")

@@ -15,7 +15,6 @@ import asyncio
 import functools
 import time
 import uuid
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -48,6 +47,7 @@ from farm.run.rows import (
     start_error_class,
     unsupported_class,
 )
+from farm.run.starts import StartGate, default_gate
 from farm.sandbox.base import Sandbox, SandboxError, SandboxStartError
 from farm.sandbox.registry import open_sandbox, refusal_reason
 from farm.store.schema import StepRow, TrialResult
@@ -55,20 +55,6 @@ from farm.tasks.model import Task, with_networks
 
 # open_sandbox's signature: (task, sandbox config section, *, network, run_id, trial_key, attempt, role)
 SandboxFactory = Callable[..., Sandbox]
-
-# keyed by the loop itself, weakly: an id() of a closed loop can come back for a new one, whose
-# trials would then wait on a semaphore bound to the dead loop
-_start_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
-
-
-def _start_gate(limit: int) -> asyncio.Semaphore:
-    """One semaphore per event loop (a worker process may host several loops over its life)."""
-    loop = asyncio.get_running_loop()
-    gate = _start_gates.get(loop)
-    if gate is None:
-        gate = _start_gates[loop] = asyncio.Semaphore(limit)
-    return gate
-
 
 class _TaskUnsupported(Exception):
     """The task itself cannot be run (``task_unsupported:<reason>``): the same on every attempt."""
@@ -89,6 +75,7 @@ class _Attempt:
     policy: str
     row: TrialResult
     strip: bool  # decided once: the strip and the hack scan agree
+    gate: StartGate  # the run's start slots, and where this attempt's phase is counted
     steps: list[StepRow] = field(default_factory=list)
     artifacts: dict[str, bytes] = field(default_factory=dict)
     used: list[Sandbox] = field(default_factory=list)  # for cleanup and accounting
@@ -139,15 +126,18 @@ async def run_trial(
     policy: str,
     sandbox_factory: SandboxFactory = open_sandbox,
     chash: str | None = None,
+    start_gate: StartGate | None = None,
 ) -> TrialOutcome:
     """Run one attempt; ``cfg`` is the arm's config, ``base_url`` the policy endpoint.
 
     ``chash`` is the arm's config hash when the caller already knows it (hashing a config
-    costs milliseconds, per trial that adds up)."""
+    costs milliseconds, per trial that adds up). ``start_gate`` bounds sandbox starts across
+    the run (farm/run/starts.py); without one, across this event loop."""
     # the arm's network settings (a strict twin: no egress) apply before the row records them
     task = with_networks(task, cfg.benchmark.agent_network, cfg.benchmark.verifier_network)
     row = base_row(spec, attempt, cfg, task, uuid.uuid4().hex, chash)
-    att = _Attempt(spec, task, cfg, attempt, policy, row, should_strip(task, cfg.benchmark.strip_history))
+    gate = start_gate or default_gate(cfg.run.max_concurrent_starts)
+    att = _Attempt(spec, task, cfg, attempt, policy, row, should_strip(task, cfg.benchmark.strip_history), gate)
     factory = functools.partial(sandbox_factory, run_id=spec.run_id, trial_key=spec.trial_key, attempt=attempt)
     try:
         return await _conduct(att, factory, base_url)
@@ -160,6 +150,7 @@ async def run_trial(
     except Exception as exc:  # noqa: BLE001 - a bug must cost one attempt, not the whole run
         return _failed(att, exc)
     finally:
+        gate.phase(row.attempt_uid, None)
         await att.release()
 
 
@@ -180,6 +171,7 @@ async def _conduct(att: _Attempt, factory: SandboxFactory, base_url: str) -> Tri
     if traj.exit_reason == "model_error":
         return att.finish("model_error", MODEL_ERROR, traj.error)
 
+    att.gate.phase(row.attempt_uid, "grading")  # the patch capture is the first step of grading
     try:
         patch, capture_note = await capture_freeing_pids(sandbox, repo, task.require_git_patch, base,
                                                           task.environment.resources.pids)
@@ -210,8 +202,10 @@ async def _start(att: _Attempt, factory: SandboxFactory) -> tuple[Sandbox, str]:
     # a backend's own default (sandbox.kubernetes.agent_network), which only the task's setting yields to
     sandbox = factory(task, att.cfg.sandbox, network=att.cfg.benchmark.agent_network, role="agent")
     att.used.append(sandbox)
-    async with _start_gate(att.cfg.run.max_concurrent_starts):
+    async with att.gate.slot(row.attempt_uid):
+        row.sandbox_started_at = time.time()
         await sandbox.start()
+    att.gate.phase(row.attempt_uid, "running")
     repo = task.workdir
     if task.verifier.protocol == "patcheval":
         from farm.grade.patcheval import prepare_workspace

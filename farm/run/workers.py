@@ -13,12 +13,14 @@ import asyncio
 import itertools
 import os
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from farm.config import FarmConfig, resolved_agent
 from farm.run.plan import TrialSpec
 from farm.run.rows import LOCAL_POLICIES, WORKER_LOST, TrialOutcome, base_row, ended_row
+from farm.run.starts import GateActor, LocalGate, RayGate, StartGate
 from farm.run.trial import run_trial
 from farm.store.schema import TrialResult
 from farm.tasks.model import Task
@@ -61,10 +63,10 @@ class PolicyEndpoints:
         self._servers.clear()
 
 
-async def execute(job: TrialJob, endpoints: PolicyEndpoints) -> TrialOutcome:
+async def execute(job: TrialJob, endpoints: PolicyEndpoints, gate: StartGate) -> TrialOutcome:
     base_url, policy = endpoints.base_url(job.cfg)
     return await run_trial(job.spec, job.task, job.cfg, job.attempt, base_url=base_url, policy=policy,
-                           chash=job.config_hash)
+                           chash=job.config_hash, start_gate=gate)
 
 
 class LocalExecutor:
@@ -74,12 +76,17 @@ class LocalExecutor:
 
     def __init__(self, cfg: FarmConfig) -> None:
         self.endpoints = PolicyEndpoints()
+        self.gate = LocalGate(cfg.run.max_concurrent_starts)
 
     async def start(self) -> None:
         return None
 
     async def submit(self, job: TrialJob) -> TrialOutcome:
-        return await execute(job, self.endpoints)
+        return await execute(job, self.endpoints, self.gate)
+
+    async def phases(self) -> dict[str, int]:
+        """Trials waiting for a start slot / starting / running / grading now, and their peaks."""
+        return self.gate.stats()
 
     async def close(self) -> None:
         self.endpoints.close()
@@ -132,8 +139,9 @@ class _RemoteJob:
 class _TrialWorker:
     """Body of the Ray actor (an async actor: many trials per process)."""
 
-    def __init__(self) -> None:
+    def __init__(self, gate: Any, holder: str) -> None:
         self.endpoints = PolicyEndpoints()
+        self.gate = RayGate(gate, holder)
         self.started = time.time()
         self.shared: dict[bytes, Any] = {}  # object ref -> the task or config it holds, fetched once
 
@@ -145,7 +153,13 @@ class _TrialWorker:
 
     async def run(self, job: _RemoteJob) -> TrialOutcome:
         task, cfg = await self._get(job.task_ref), await self._get(job.cfg_ref)
-        return await execute(TrialJob(job.spec, task, cfg, job.attempt, job.config_hash), self.endpoints)
+        return await execute(TrialJob(job.spec, task, cfg, job.attempt, job.config_hash), self.endpoints, self.gate)
+
+    def where(self) -> dict[str, str]:
+        """The Ray node this worker runs on, to name it when the worker is lost."""
+        import ray
+
+        return {"node_id": ray.get_runtime_context().get_node_id(), "ip": ray.util.get_node_ip_address()}
 
     def shared_count(self) -> int:
         return len(self.shared)
@@ -158,7 +172,8 @@ class _TrialWorker:
 
 
 class RayExecutor:
-    """A bounded pool of async Ray actors; a dead actor costs its trials an infra_error attempt."""
+    """A bounded pool of async Ray actors; a dead actor (or node) costs its trials an infra_error
+    attempt, named after the node it ran on, and is replaced by one Ray places on a live node."""
 
     name = "ray"
 
@@ -166,9 +181,13 @@ class RayExecutor:
         self.cfg = cfg
         self.n_workers = cfg.run.workers
         self.actors: list[Any] = []
+        self.holders: list[str] = []  # the start gate's name for actors[i]
+        self.where: dict[str, asyncio.Future[dict[str, str]]] = {}  # holder -> its node, once known
+        self._serial = itertools.count()
         self._rr = itertools.count()
         self.started_ray = False
         self.restarts = 0
+        self.gate: Any = None
         # id(obj) -> (obj, its ray.put ref): the driver's tasks and per-arm configs are the same
         # objects for every trial, so each is put once; obj is kept so that its id stays its own
         self._refs: dict[int, tuple[Any, Any]] = {}
@@ -185,18 +204,60 @@ class RayExecutor:
         import ray
 
         self.started_ray = init_ray(self.cfg.run.ray_address)
+        # one count of sandbox starts for the whole run (farm/run/starts.py); named so that a
+        # tool attached to the cluster can read the start queue, unique so that runs sharing a
+        # cluster never share a count; owned by the driver and pinned to the driver's node, it
+        # lives and dies with the run, never with a worker node that is lost
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+        gate_cls = ray.remote(num_cpus=0, max_concurrency=100_000, max_restarts=0)(GateActor)
+        self.gate = gate_cls.options(name=f"farm-start-gate-{os.getpid()}-{uuid.uuid4().hex[:8]}",
+                                     scheduling_strategy=here).remote(self.cfg.run.max_concurrent_starts)
         self._cls = ray.remote(num_cpus=0, max_concurrency=100_000, max_restarts=0)(_TrialWorker)
-        self.actors = [self._new_actor() for _ in range(self.n_workers)]
+        for _ in range(self.n_workers):
+            self.actors.append(None)
+            self.holders.append("")
+            self._replace(len(self.actors) - 1)
         await asyncio.gather(*[a.pid.remote() for a in self.actors])
 
-    def _new_actor(self) -> Any:
-        return self._cls.options(max_concurrency=100_000).remote()
+    def _new_actor(self, holder: str, node: str | None = None) -> Any:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        # soft: where the node is gone or full by the time Ray places the actor, any node will do
+        where = NodeAffinitySchedulingStrategy(node_id=node, soft=True) if node else "DEFAULT"
+        return self._cls.options(max_concurrency=100_000, scheduling_strategy=where).remote(self.gate, holder)
+
+    def _nodes(self) -> list[str]:
+        """The live nodes that offer CPUs, in a stable order: workers go round them, so that a
+        lost node costs a share of the trials in flight, not all of them. Actors take no CPU,
+        so Ray's default policy packs them all on one node, and its SPREAD strategy did too
+        (Ray 2.60, two nodes, actors of zero resources)."""
+        import ray
+
+        return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0)
+
+    def _replace(self, i: int) -> None:
+        holder = f"w{next(self._serial)}"
+        nodes = self._nodes()
+        actor = self._new_actor(holder, nodes[i % len(nodes)] if len(nodes) > 1 else None)
+        self.actors[i], self.holders[i] = actor, holder
+        fut = self.where[holder] = asyncio.ensure_future(_where(actor))
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # a dead actor's answer is no error here
+
+    def node_of(self, holder: str) -> str:
+        """The node a worker ran on, as the row of a lost trial names it."""
+        fut = self.where.get(holder)
+        if fut is None or not fut.done() or fut.cancelled() or fut.exception() is not None:
+            return "node unknown"
+        w = fut.result()
+        return f"node {w['node_id']} ({w['ip']})"
 
     async def submit(self, job: TrialJob) -> TrialOutcome:
         import ray.exceptions
 
         i = next(self._rr) % len(self.actors)
-        actor = self.actors[i]
+        actor, holder = self.actors[i], self.holders[i]
         ref = actor.run.remote(_RemoteJob(job.spec, self._ref(job.task), self._ref(job.cfg), job.attempt,
                                           job.config_hash))
         try:
@@ -210,14 +271,23 @@ class RayExecutor:
             raise
         # OutOfMemoryError is not a RayActorError: Ray's memory monitor killed the actor because
         # the node ran low (two vLLM servers beside a run did that here), and it ended the whole
-        # run with a traceback instead of costing the trials in flight one retried attempt
+        # run with a traceback instead of costing the trials in flight one retried attempt.
+        # A node that dies (its raylet gone) ends its actors with an ActorDiedError once the GCS
+        # declares the node dead: the same path, the node named in the row.
         except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
                 ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
                 ray.exceptions.OutOfMemoryError) as exc:
             if self.actors[i] is actor:  # replace it once, not once per trial it held
-                self.actors[i] = self._new_actor()
+                self._replace(i)
                 self.restarts += 1
-            return _lost(job, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                if self.gate is not None:  # the start slots it held are free again
+                    self.gate.release_holder.remote(holder)
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            return _lost(job, f"worker {holder} on {self.node_of(holder)} lost: {type(exc).__name__}: {first}")
+
+    async def phases(self) -> dict[str, int]:
+        """Trials waiting for a start slot / starting / running / grading now, and their peaks."""
+        return await self.gate.stats.remote() if self.gate is not None else {}
 
     async def policy_stats(self) -> list[dict[str, Any]]:
         return await asyncio.gather(*[a.policy_stats.remote() for a in self.actors])
@@ -225,15 +295,22 @@ class RayExecutor:
     async def close(self) -> None:
         import ray
 
-        for a in self.actors:
+        for a in [*self.actors, self.gate]:
             try:
-                ray.kill(a)
+                if a is not None:
+                    ray.kill(a)
             except Exception:  # noqa: BLE001
                 pass
-        self.actors = []
+        for fut in self.where.values():
+            fut.cancel()
+        self.actors, self.gate = [], None
         self._refs.clear()
         if self.started_ray:
             ray.shutdown()
+
+
+async def _where(actor: Any) -> dict[str, str]:
+    return await actor.where.remote()
 
 
 def _lost(job: TrialJob, message: str) -> TrialOutcome:

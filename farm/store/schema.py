@@ -60,6 +60,9 @@ class TrialResult:
     verify_s: float | None = None
     verifier_runs: int | None = None  # runs of the verifier in this attempt (>1: verifier-only retries)
     sandbox_start_s: float | None = None
+    # unix seconds the agent's sandbox start began, its run-wide start slot granted
+    # (farm/run/starts.py): with sandbox_start_s, the interval the start held its slot
+    sandbox_started_at: float | None = None
     sandbox_cpu_s: float | None = None
     api_calls_start: int | None = None
     api_calls_after_start: int | None = None

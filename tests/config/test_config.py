@@ -120,6 +120,7 @@ def test_conf_farm_yaml_mirrors_the_embedded_defaults():
     ("sandbox.docker.enigne=podman", "sandbox.docker.enigne"),
     ("sandbox.docker.max_reconnects=-1", "sandbox.docker.max_reconnects"),
     ("sandbox.docker.cpu_limit_factor=0.5", "sandbox.docker.cpu_limit_factor"),
+    ("sandbox.docker.start_timeout_s=0", "sandbox.docker.start_timeout_s"),
     ("sandbox.kubernetes.capabilities=all", "sandbox.kubernetes.capabilities"),
     ("sandbox.kubernetes.agent_network=sometimes", "sandbox.kubernetes.agent_network"),
     ("sandbox.kubernetes.pod_start_timeout_s=soon", "sandbox.kubernetes.pod_start_timeout_s"),

@@ -41,6 +41,14 @@ class _Method:
 class _Actor:
     def __init__(self, exc: BaseException | None = None) -> None:
         self.run = _Method(exc)
+        self.where = _Where()
+
+
+class _Where:
+    def remote(self):
+        async def ref():
+            return {"node_id": "n" * 56, "ip": "127.0.0.1"}
+        return ref()
 
 
 def test_a_worker_killed_for_memory_is_a_retryable_infra_error_and_is_replaced(tmp_path: Path) -> None:
@@ -49,15 +57,17 @@ def test_a_worker_killed_for_memory_is_a_retryable_infra_error_and_is_replaced(t
     executor = RayExecutor(cfg)
     executor._ref = lambda obj: obj  # no object store: the call below never reaches Ray
     killed = _Actor(ray.exceptions.OutOfMemoryError(OOM))
-    executor.actors = [killed]
-    executor._new_actor = _Actor
+    executor.actors, executor.holders = [killed], ["w-killed"]
+    executor._new_actor = lambda holder, node=None: _Actor()
+    executor._nodes = lambda: []  # no cluster to go round
     spec = TrialSpec("run", "k" * 64, task.benchmark, task.task_id, 0, "base", "oracle")
 
     outcome = asyncio.run(executor.submit(TrialJob(spec, task, cfg, attempt=1)))
 
     row = outcome.result
     assert (row.status, row.error_class) == ("infra_error", "worker_lost")
-    assert row.error.startswith("OutOfMemoryError: 2 worker(s) were killed") and row.trial_key == spec.trial_key
+    assert "lost: OutOfMemoryError: 2 worker(s) were killed" in row.error and row.trial_key == spec.trial_key
+    assert row.error.startswith("worker w-killed on ")
     # the dead actor is replaced once, and the next trial runs on the new one
     assert executor.actors[0] is not killed and executor.restarts == 1
     assert asyncio.run(executor.submit(TrialJob(spec, task, cfg, attempt=2))) == "ran"

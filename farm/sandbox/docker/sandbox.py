@@ -110,6 +110,9 @@ class ContainerSandbox(RelaySandbox):
         self.stats.extra["image_ref"] = got.ref
         return got.ref
 
+    def _start_timeout_s(self) -> float | None:
+        return self.cfg.start_timeout_s
+
     @property
     def label(self) -> str:
         return f"container {self.name}"

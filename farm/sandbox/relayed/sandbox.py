@@ -10,6 +10,7 @@ reconnecting channel it opens is :mod:`farm.sandbox.relayed.channel`. A backend 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -154,12 +155,22 @@ class RelaySandbox(ChannelSandboxMixin):
         self.stats.extra.update({"image": self.image, **self._describe(),
                                  "agent_network" if self.role == "agent" else "verifier_network": self.network})
         try:
-            await self._create()
-            budget, keepalive_s = self._stream_policy()
-            self.channel = ReconnectingChannel(self._open_stream, name=self.label, budget=budget,
-                                               alive=self._why_dead, keepalive_s=keepalive_s)
-            await self.channel.connect()
-            pong = await self.channel.request("ping", {}, timeout=60)
+            # the image is present from here on: a start timeout counts from now, so that a cold
+            # pull or a build (bounded by their own timeouts) does not eat the start's time
+            limit = self._start_timeout_s()
+            try:
+                async with asyncio.timeout(limit):
+                    await self._create()
+                    budget, keepalive_s = self._stream_policy()
+                    self.channel = ReconnectingChannel(self._open_stream, name=self.label, budget=budget,
+                                                       alive=self._why_dead, keepalive_s=keepalive_s)
+                    await self.channel.connect()
+                    pong = await self.channel.request("ping", {}, timeout=60)
+            except TimeoutError as e:
+                if limit is None:
+                    raise
+                raise SandboxStartError(f"{self.name}: not answering {limit:g} s after its image was present",
+                                        reason="timeout") from e
             self.stats.isolation = relay_isolation(pong.get("agent_isolation") if isinstance(pong, dict) else None)
             await self._prepare()
         except BaseException as e:
@@ -172,6 +183,11 @@ class RelaySandbox(ChannelSandboxMixin):
             raise SandboxStartError(f"{self.name}: start failed: {type(e).__name__}: {e}") from e
         self.stats.start_s = time.monotonic() - t0
         self._phase = "ready"
+
+    def _start_timeout_s(self) -> float | None:
+        """How long the container may take, once its image is present, to answer (None: the
+        backend bounds it itself, as a pod's Pulled event and ``pod_start_timeout_s`` do)."""
+        return None
 
     async def _prepare(self) -> None:
         """Create the Harbor log dirs and replay the task's interpreted Dockerfile steps."""
