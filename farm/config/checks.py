@@ -38,7 +38,8 @@ POSITIVE: tuple[str, ...] = (
     "sandbox.kubernetes.pod_start_timeout_s", "sandbox.kubernetes.pull_timeout_s",
 )
 NON_NEGATIVE: tuple[str, ...] = (
-    "agent.max_context_tokens", "model.max_retries", "model.temperature", "run.retry_backoff_s",
+    "agent.max_context_tokens", "model.max_retries", "model.request_retry_budget_s", "model.temperature",
+    "run.retry_backoff_s",
     "benchmark.sample", "run.breaker_consecutive", "sandbox.kubernetes.unschedulable_grace_s",
     "sandbox.kubernetes.max_reconnects",
     "sandbox.docker.max_reconnects", "grade.verifier_retries",

@@ -77,7 +77,13 @@ class ModelConfig:
     temperature: float = 0.6
     max_tokens_per_turn: Optional[int] = 8192
     timeout_s: float = 7200.0
-    max_retries: int = 5
+    max_retries: int = 5  # the SDK's own retries inside one request attempt
+    # a transiently failed request (refused/reset, timeout, 5xx, 429) is sent again inside the
+    # trial, same messages, with backoff for up to this many seconds before the trial is an
+    # infra error (0: fail at once); a restarted model server costs a wait, not earlier turns
+    request_retry_budget_s: float = 300.0
+    # stream every request (time to first token, decode time); false: whole-body answers
+    stream: bool = True
     parallel_tool_calls: bool = True
     extra_body: Dict[str, Any] = field(default_factory=dict)
     session_header: str = "X-Farm-Session"
