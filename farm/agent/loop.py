@@ -146,6 +146,11 @@ async def run_agent(
             stop(exc.exit_reason, None if exc.exit_reason == "max_context_len" else str(exc))
             break
         _account(traj, rec, reply)
+        if cfg.timeout_clock == "agent" and rec.queue_s is not None:
+            # the model server's queue is the cluster's load, not the agent's time: credited back
+            # (only what the server reports, and only after the call: a call still queued when
+            # the budget runs out is cut as under the wall clock)
+            deadline += min(rec.queue_s, reply.latency_s)
         traj.messages.append(reply.message)
         usage_ctx = reply.usage.context_tokens()
         traj.context_tokens = usage_ctx if usage_ctx is not None else counter.count_messages(traj.messages)

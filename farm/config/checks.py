@@ -26,6 +26,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "agent.tokenizer": ("chat_template", "qwen", "tiktoken", "bytes"),
     "agent.truncation": ("head", "head_tail"),
     "agent.compat": ("leaf-2609", "leaf-legacy", "farm-safe"),
+    "agent.timeout_clock": ("wall", "agent"),
     "grade.mode": ("in_place", "fresh", "both"),
     "sandbox.image_policy": ("pull", "build", "pull-or-build"),
     "run.executor": ("ray", "local"),

@@ -48,7 +48,9 @@ NOT_HASHED = (
 # hash only when set away from their default, so that a run started before the key existed (and
 # measured exactly what the default measures) keeps its hash and stays resumable. A module that
 # adds such a key registers it here with its default.
-HASHED_UNLESS_DEFAULT: dict[str, Any] = {}
+HASHED_UNLESS_DEFAULT: dict[str, Any] = {
+    "agent.timeout_clock": "wall",  # farm/agent/loop.py: queue time credited back under "agent"
+}
 
 
 def conf_dir() -> Path:

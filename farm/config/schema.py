@@ -119,6 +119,9 @@ class AgentConfig:
     bash_timeout_s: float = 120.0
     truncation: str = "head"  # head (Leaf) | head_tail
     compat: str = "leaf-2609"  # whose tool rules: leaf-2609 | leaf-legacy | farm-safe (docs/agent.md)
+    # what the time budget counts: wall (the vendor's: everything) | agent (the model server's
+    # reported queue time is credited back, so a busier cluster does not cut trials shorter)
+    timeout_clock: str = "wall"
 
 
 @dataclass
