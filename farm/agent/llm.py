@@ -196,7 +196,11 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def retry_wait_s(failures: int, rng: random.Random | None = None) -> float:
-    """Full-jitter exponential backoff: uniform in [0, min(cap, first * 2**(failures-1))]."""
+    """Jittered exponential backoff: uniform in [c/10, c], c = min(cap, first * 2**(failures-1)).
+
+    Jitter spreads the retries of trials that failed together (a replica died under all of
+    them) so that the restarted server is not hit by every one of them at the same instant.
+    """
     ceiling = min(RETRY_MAX_WAIT_S, RETRY_FIRST_WAIT_S * 2 ** max(0, failures - 1))
     return (rng or random).uniform(0.1 * ceiling, ceiling)
 
@@ -288,12 +292,16 @@ class LLMClient:
             except _Transient as failure:
                 now = time.monotonic()
                 waited = now - first
-                pause = retry_wait_s(attempts)
-                out_of_time = deadline is not None and now + pause >= deadline
-                if waited + pause > budget or out_of_time:
-                    why = ("no retry budget (model.request_retry_budget_s=0)" if budget == 0 else
-                           f"gave up after {attempts} attempts over {waited:.1f}s "
-                           f"(model.request_retry_budget_s={budget:g})")
+                # the last wait is shortened so that the final attempt falls at the budget's end
+                pause = min(retry_wait_s(attempts), budget - waited)
+                out_of_time = deadline is not None and now + max(pause, 0.0) >= deadline
+                if pause <= 0 or out_of_time:
+                    if budget == 0:
+                        why = "no retry budget (model.request_retry_budget_s=0)"
+                    else:
+                        why = (f"gave up after {attempts} attempts over {waited:.1f}s "
+                               f"(model.request_retry_budget_s={budget:g}"
+                               f"{'; the trial time budget ends first' if out_of_time else ''})")
                     err = LLMQueryError(f"{failure.text} (endpoint {self.cfg.base_url}; {why})")
                     err.attempts, err.wait_s = attempts, waited
                     raise err from failure.__cause__

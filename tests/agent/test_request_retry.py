@@ -105,7 +105,7 @@ async def test_a_budget_spent_on_a_dead_server_ends_the_trial_naming_the_budget(
     assert traj.exit_reason == "llm_query_error"
     assert "model.request_retry_budget_s=1.5" in traj.error and "gave up after" in traj.error
     assert f"127.0.0.1:{port}" in traj.error and "Connection" in traj.error
-    assert 1.0 < elapsed < 15
+    assert 1.5 <= elapsed < 15  # the whole budget was used: the last attempt falls at its end
     assert traj.steps[0].request_attempts > 1 and traj.steps[0].error == traj.error
 
 

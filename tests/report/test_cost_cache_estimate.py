@@ -84,3 +84,32 @@ def test_unstreamed_or_old_steps_give_no_estimate_rather_than_zero():
     bare = run_data("r", plan_table("r", "b", ["t0"], [0], ["base"], "m"), [trial("r", "b", "t0", 0, "resolved")])
     (c,) = cost_rows(bare, outcome_groups(bare))
     assert math.isnan(c.ttft_hit_rate)
+
+
+NEW_STEP_COLUMNS = ["ttft_s", "decode_s", "queue_s", "request_attempts", "request_wait_s"]
+
+
+def test_rows_from_before_streaming_read_back_and_report_no_estimate(tmp_path):
+    """Parquet files written before these columns existed: read with nulls, reported as unknown."""
+    from farm.report.data import load_run
+    from farm.store import ResultStore
+    from farm.store.schema import STEPS_SCHEMA, TRIALS_SCHEMA, to_table
+
+    from .synth import meta
+
+    run, _ = _simulated(0.9)
+    store = ResultStore.open(str(tmp_path / "store"))
+    store.write_run_meta("r", meta("r"))
+    store.write_plan("r", run.plan.to_pylist())
+    trials = to_table([trial("r", "b", f"t{t}", 0, "resolved", prompt_tokens=100, cached_tokens=10)
+                       for t in range(4)], TRIALS_SCHEMA)
+    store.write_rows("trials", "r", trials.drop_columns(["run_id", "queue_s_total", "generation_s_total"]))
+    steps = to_table([StepRow(**{k: v for k, v in row.items() if k not in NEW_STEP_COLUMNS})
+                      for row in run.steps.to_pylist()], STEPS_SCHEMA)
+    store.write_rows("steps", "r", steps.drop_columns(["run_id", *NEW_STEP_COLUMNS]))
+    loaded = load_run(store, "r")
+    assert {s["ttft_s"] for s in loaded.steps.to_pylist()} == {None}
+    assert {t["queue_s_total"] for t in loaded.trials.to_pylist()} == {None}
+    (c,) = cost_rows(loaded, outcome_groups(loaded))
+    assert c.prefix_cache_hit_rate == pytest.approx(0.1)
+    assert math.isnan(c.ttft_hit_rate) and math.isnan(c.totals["queue_s_total"])
