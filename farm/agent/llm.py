@@ -1,5 +1,12 @@
 """The LLM client: AsyncOpenAI against model.base_url, plus Leaf's error classification.
 
+Every request streams by default (``model.stream``): the chunks are folded back into one
+completion body (farm/agent/stream.py) so both paths parse the same way, and the stream shows
+what a whole-body answer hides: time to first token and decode time. A request that fails
+transiently (refused or reset connection, timeout, 5xx, 429) is sent again, same messages, with
+backoff and jitter for up to ``model.request_retry_budget_s`` before the trial gives up: a model
+server that restarts costs the trial a wait, not its earlier turns.
+
 The response body is read as plain JSON rather than through the SDK's typed models: servers
 disagree on extra fields (vLLM's ``reasoning`` vs SGLang's ``reasoning_content``), and a
 malformed answer must end in a defined exit reason instead of a validation traceback.
@@ -10,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -18,18 +26,25 @@ from typing import Any
 import httpx
 import openai
 
+from farm.agent.stream import REASONING_FIELDS, StreamAssembler
 from farm.agent.trajectory import ExitReason
 from farm.config import ModelConfig
 from farm.errors import FarmError
 
 LENGTH_REASONS = frozenset({"length", "max_tokens", "max_new_tokens"})
-REASONING_FIELDS = ("reasoning_content", "reasoning")  # SGLang / older vLLM, newer vLLM
+# in-trial retries of a failed request: the first wait, its doubling cap (full jitter below it)
+RETRY_FIRST_WAIT_S = 0.5
+RETRY_MAX_WAIT_S = 10.0
+TRANSIENT_STATUS = frozenset({408, 409, 429})  # and every 5xx
 
 
 class LLMError(FarmError):
     """A model call that ends the trajectory; ``exit_reason`` says how."""
 
     exit_reason: ExitReason = "llm_query_error"
+    # requests sent for this model call and seconds lost to the failed ones (set by complete)
+    attempts: int = 1
+    wait_s: float = 0.0
 
 
 class ContextLengthExceeded(LLMError):
@@ -103,6 +118,11 @@ class Reply:
     content: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     model: str | None = None  # the model id the server says answered (response.model)
+    ttft_s: float | None = None  # streamed: request sent -> first generated piece (None unstreamed)
+    decode_s: float | None = None  # streamed: first generated piece -> end of the stream
+    queue_s: float | None = None  # the server's own queue time, when it sends one (metrics)
+    attempts: int = 1  # requests sent for this model call (farm's in-trial retries + 1)
+    wait_s: float = 0.0  # seconds from the first request to the one that answered
 
     @property
     def truncated(self) -> bool:
@@ -124,6 +144,13 @@ def _tool_calls(raw: Any) -> list[dict[str, Any]]:
             "function": {"name": str(fn.get("name") or ""), "arguments": args},
         })
     return calls
+
+
+def _queue_s(data: Any) -> float | None:
+    """The server's queue time in seconds: vLLM's per-request ``metrics.queue_time_ms``."""
+    metrics = data.get("metrics") if isinstance(data, dict) else None
+    v = metrics.get("queue_time_ms") if isinstance(metrics, dict) else None
+    return float(v) / 1000.0 if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None
 
 
 def parse_completion(data: Any, *, keep_reasoning: bool, latency_s: float = 0.0) -> Reply:
@@ -156,7 +183,26 @@ def parse_completion(data: Any, *, keep_reasoning: bool, latency_s: float = 0.0)
         latency_s=latency_s,
         content=content or "",
         model=str(served) if isinstance(served, str) and served else None,
+        queue_s=_queue_s(data),
     )
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A failure worth sending the same request again: no answer, a timeout, 5xx, 408/409/429."""
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code >= 500 or exc.status_code in TRANSIENT_STATUS
+    # APIConnectionError covers refused/reset connections, timeouts and a stream cut short
+    return isinstance(exc, (openai.APIConnectionError, httpx.TransportError))
+
+
+def retry_wait_s(failures: int, rng: random.Random | None = None) -> float:
+    """Jittered exponential backoff: uniform in [c/10, c], c = min(cap, first * 2**(failures-1)).
+
+    Jitter spreads the retries of trials that failed together (a replica died under all of
+    them) so that the restarted server is not hit by every one of them at the same instant.
+    """
+    ceiling = min(RETRY_MAX_WAIT_S, RETRY_FIRST_WAIT_S * 2 ** max(0, failures - 1))
+    return (rng or random).uniform(0.1 * ceiling, ceiling)
 
 
 # One HTTP connection pool per event loop and endpoint, shared by the trials that loop drives.
@@ -226,7 +272,52 @@ class LLMClient:
         time_left_s: float | None = None,
         keep_reasoning: bool = True,
     ) -> Reply:
-        """One model call. Raises ContextLengthExceeded, LLMQueryError or MalformedResponse."""
+        """One model call, retried in place while it fails transiently and budget remains.
+
+        Raises:
+            ContextLengthExceeded: the server named its context limit.
+            LLMQueryError: a non-transient failure, or transient ones past the retry budget.
+            MalformedResponse: an answer that is not a chat completion.
+        """
+        first = time.monotonic()
+        deadline = None if time_left_s is None else first + time_left_s
+        budget = max(0.0, float(self.cfg.request_retry_budget_s))
+        attempts = 0
+        while True:
+            attempts += 1
+            sent = time.monotonic()
+            left = None if deadline is None else max(0.1, deadline - sent)
+            try:
+                reply = await self._attempt(messages, tools, time_left_s=left, keep_reasoning=keep_reasoning)
+            except _Transient as failure:
+                now = time.monotonic()
+                waited = now - first
+                # the last wait is shortened so that the final attempt falls at the budget's end
+                pause = min(retry_wait_s(attempts), budget - waited)
+                out_of_time = deadline is not None and now + max(pause, 0.0) >= deadline
+                if pause <= 0 or out_of_time:
+                    if budget == 0:
+                        why = "no retry budget (model.request_retry_budget_s=0)"
+                    else:
+                        why = (f"gave up after {attempts} attempts over {waited:.1f}s "
+                               f"(model.request_retry_budget_s={budget:g}"
+                               f"{'; the trial time budget ends first' if out_of_time else ''})")
+                    err = LLMQueryError(f"{failure.text} (endpoint {self.cfg.base_url}; {why})")
+                    err.attempts, err.wait_s = attempts, waited
+                    raise err from failure.__cause__
+                await asyncio.sleep(pause)
+                continue
+            except LLMError as exc:
+                exc.attempts, exc.wait_s = attempts, sent - first
+                raise
+            reply.attempts, reply.wait_s = attempts, sent - first
+            return reply
+
+    async def _attempt(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
+        time_left_s: float | None, keep_reasoning: bool,
+    ) -> Reply:
+        """One request. Raises _Transient, ContextLengthExceeded, LLMQueryError or MalformedResponse."""
         timeout = self.cfg.timeout_s if time_left_s is None else max(0.1, min(self.cfg.timeout_s, time_left_s))
         headers = dict(self.headers)
         if time_left_s is not None:
@@ -236,28 +327,60 @@ class LLMClient:
         # per call, ~0.3 s per request at 600 messages.
         started = time.monotonic()  # the model call as the client sees it, serialisation included
         req = self.request(messages, tools)
+        streaming = self.cfg.stream
+        if streaming:
+            req["stream"] = True
+            req["stream_options"] = {"include_usage": True}  # usage (cached tokens) in a last chunk
         try:
             payload = json.dumps(req, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate somewhere: escape rather than send bad UTF-8
             payload = json.dumps(req).encode("ascii")
         headers["Content-Type"] = "application/json"
+        options = {"headers": headers, "timeout": timeout}
+        first_token: float | None = None
         try:
-            resp = await self._client.post(
-                "/chat/completions", cast_to=httpx.Response, content=payload,
-                options={"headers": headers, "timeout": timeout},
-            )
-            body = await resp.aread()
+            if streaming:
+                stream = await self._client.post(
+                    "/chat/completions", cast_to=object, content=payload, options=options,
+                    stream=True, stream_cls=openai.AsyncStream[object],
+                )
+                assembler = StreamAssembler()
+                try:
+                    if "json" in stream.response.headers.get("content-type", ""):
+                        # a server that ignores stream=true answers whole: read it as such
+                        streaming, body = False, await stream.response.aread()
+                    else:
+                        async for chunk in stream:
+                            if assembler.feed(chunk) and first_token is None:
+                                first_token = time.monotonic()
+                finally:
+                    await stream.close()
+                data: Any = assembler.completion()
+            else:
+                resp = await self._client.post(
+                    "/chat/completions", cast_to=httpx.Response, content=payload, options=options,
+                )
+                body = await resp.aread()
+        except ValueError as exc:  # an SSE event whose data is not JSON
+            raise MalformedResponse(f"stream event is not JSON: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - classified below, as Leaf does
             text = f"{type(exc).__name__}: {exc}"
             if is_context_length_error(text):
                 raise ContextLengthExceeded(text) from exc
+            if is_transient(exc):
+                raise _Transient(text) from exc
             raise LLMQueryError(f"{text} (endpoint {self.cfg.base_url})") from exc
-        latency = time.monotonic() - started
-        try:
-            data = json.loads(body)
-        except ValueError:
-            raise MalformedResponse(f"response body is not JSON: {body[:200]!r}") from None
-        reply = parse_completion(data, keep_reasoning=keep_reasoning, latency_s=latency)
+        ended = time.monotonic()
+        if not streaming:
+            try:
+                data = json.loads(body)
+            except ValueError:
+                raise MalformedResponse(f"response body is not JSON: {body[:200]!r}") from None
+        reply = parse_completion(data, keep_reasoning=keep_reasoning, latency_s=ended - started)
+        if streaming:
+            # no generated piece at all (an empty answer): the whole call was waiting for it
+            reply.ttft_s = (first_token if first_token is not None else ended) - started
+            reply.decode_s = ended - first_token if first_token is not None else 0.0
         if reply.model and reply.model not in self.served_models:
             self.served_models.append(reply.model)
         return reply
@@ -265,3 +388,11 @@ class LLMClient:
     async def close(self) -> None:
         if self._shared is None:  # the loop's shared pool outlives this trial
             await self._client.close()
+
+
+class _Transient(Exception):
+    """A request that failed in a way worth repeating (inside LLMClient only)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text

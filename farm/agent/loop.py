@@ -76,6 +76,12 @@ def _account(traj: Trajectory, rec: StepRecord, reply: Reply) -> None:
     c.cached_tokens += u.cached_tokens or 0
     c.reasoning_tokens += u.reasoning_tokens or 0
     c.llm_s += reply.latency_s
+    rec.ttft_s, rec.decode_s, rec.queue_s = reply.ttft_s, reply.decode_s, reply.queue_s
+    rec.request_attempts, rec.request_wait_s = reply.attempts, reply.wait_s
+    queued = min(reply.queue_s, reply.latency_s) if reply.queue_s is not None else 0.0
+    if reply.queue_s is not None:
+        c.queue_s = (c.queue_s or 0.0) + queued
+    c.generation_s += reply.latency_s - queued
     traj.reasoning_field = traj.reasoning_field or reply.reasoning_field
     if not reply.tool_calls and any(m in reply.content for m in RAW_TOOL_MARKUP):
         c.tool_parse_failures += 1  # the server's tool parser left a call in the text
@@ -135,10 +141,16 @@ async def run_agent(
             break
         except LLMError as exc:
             rec.error = str(exc)
+            rec.request_attempts, rec.request_wait_s = exc.attempts, exc.wait_s
             await record(rec, [])
             stop(exc.exit_reason, None if exc.exit_reason == "max_context_len" else str(exc))
             break
         _account(traj, rec, reply)
+        if cfg.timeout_clock == "agent" and rec.queue_s is not None:
+            # the model server's queue is the cluster's load, not the agent's time: credited back
+            # (only what the server reports, and only after the call: a call still queued when
+            # the budget runs out is cut as under the wall clock)
+            deadline += min(rec.queue_s, reply.latency_s)
         traj.messages.append(reply.message)
         usage_ctx = reply.usage.context_tokens()
         traj.context_tokens = usage_ctx if usage_ctx is not None else counter.count_messages(traj.messages)

@@ -51,6 +51,11 @@ class StepRecord:
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     tool_s: float | None = None
     error: str | None = None
+    ttft_s: float | None = None  # streamed requests: request sent -> first generated piece
+    decode_s: float | None = None  # streamed requests: first generated piece -> end of stream
+    queue_s: float | None = None  # the server's queue time, when it reports one
+    request_attempts: int = 1  # requests sent for this model call (>1: retried in the trial)
+    request_wait_s: float = 0.0  # seconds lost to failed requests before the one that answered
     messages: list[dict[str, Any]] = field(default_factory=list)  # what this step appended
 
     def to_row(self, run_id: str, trial_key: str, attempt: int) -> StepRow:
@@ -71,6 +76,11 @@ class StepRecord:
             tool_durations_s=[t.duration_s for t in self.tool_calls],
             tool_output_chars=[t.output_chars for t in self.tool_calls],
             tool_s=self.tool_s,
+            ttft_s=self.ttft_s,
+            decode_s=self.decode_s,
+            queue_s=self.queue_s,
+            request_attempts=self.request_attempts,
+            request_wait_s=self.request_wait_s,
             messages_json=json.dumps(self.messages, ensure_ascii=False, default=str),
         )
 
@@ -88,6 +98,10 @@ class Counters:
     reasoning_tokens: int = 0
     llm_s: float = 0.0
     tool_s: float = 0.0
+    # the model's queue time as the server reported it (None: no step reported one), and the
+    # rest of the model-call time: generating (prefill + decode) plus the network
+    queue_s: float | None = None
+    generation_s: float = 0.0
 
     @property
     def parallel_call_rate(self) -> float | None:

@@ -29,6 +29,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "grade.mode": ("in_place", "fresh", "both", "patch_both"),
     "benchmark.agent_network": (None, "public", "no-network"),
     "benchmark.verifier_network": (None, "public", "no-network"),
+    "agent.timeout_clock": ("wall", "agent"),
     "sandbox.image_policy": ("pull", "build", "pull-or-build"),
     "run.executor": ("ray", "local"),
     "model.serving.device": ("gpu", "cpu"),
@@ -41,7 +42,8 @@ POSITIVE: tuple[str, ...] = (
     "sandbox.docker.start_timeout_s",
 )
 NON_NEGATIVE: tuple[str, ...] = (
-    "agent.max_context_tokens", "model.max_retries", "model.temperature", "run.retry_backoff_s",
+    "agent.max_context_tokens", "model.max_retries", "model.request_retry_budget_s", "model.temperature",
+    "run.retry_backoff_s",
     "benchmark.sample", "run.breaker_consecutive", "sandbox.kubernetes.unschedulable_grace_s",
     "sandbox.kubernetes.max_reconnects",
     "sandbox.docker.max_reconnects", "grade.verifier_retries",

@@ -36,6 +36,7 @@ NOT_HASHED = (
     "run.id", "run.new", "run.max_in_flight", "run.executor", "run.ray_address", "run.workers",
     "run.max_concurrent_starts", "run.preflight", "run.preflight_sandbox", "run.preflight_timeout_s",
     "run.breaker_consecutive", "model.preflight_tool_call",
+    "model.stream", "model.request_retry_budget_s",
     "run.progress", "run.max_attempts", "run.retry_backoff_s", "store",
     "benchmark.strict", "benchmark.mirror", "benchmark.cache_dir", "benchmark.repos", "benchmark.pythons",
     "serve.host", "serve.port",
@@ -54,6 +55,7 @@ HASHED_UNLESS_DEFAULT: dict[str, Any] = {
     "grade.tamper_fails": False,
     "experiment.strict_pair": False,
     "experiment.strict_overrides": list(STRICT_OVERRIDES),
+    "agent.timeout_clock": "wall",  # farm/agent/loop.py: queue time credited back under "agent"
 }
 
 

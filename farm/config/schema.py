@@ -91,7 +91,13 @@ class ModelConfig:
     temperature: float = 0.6
     max_tokens_per_turn: Optional[int] = 8192
     timeout_s: float = 7200.0
-    max_retries: int = 5
+    max_retries: int = 5  # the SDK's own retries inside one request attempt
+    # a transiently failed request (refused/reset, timeout, 5xx, 429) is sent again inside the
+    # trial, same messages, with backoff for up to this many seconds before the trial is an
+    # infra error (0: fail at once); a restarted model server costs a wait, not earlier turns
+    request_retry_budget_s: float = 300.0
+    # stream every request (time to first token, decode time); false: whole-body answers
+    stream: bool = True
     parallel_tool_calls: bool = True
     extra_body: Dict[str, Any] = field(default_factory=dict)
     session_header: str = "X-Farm-Session"
@@ -127,6 +133,9 @@ class AgentConfig:
     bash_timeout_s: float = 120.0
     truncation: str = "head"  # head (Leaf) | head_tail
     compat: str = "leaf-2609"  # whose tool rules: leaf-2609 | leaf-legacy | farm-safe (docs/agent.md)
+    # what the time budget counts: wall (the vendor's: everything) | agent (the model server's
+    # reported queue time is credited back, so a busier cluster does not cut trials shorter)
+    timeout_clock: str = "wall"
 
 
 @dataclass

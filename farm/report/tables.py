@@ -15,11 +15,11 @@ from farm.errors import ConfigError
 from farm.report import ceilings as ceil
 from farm.report.ablation import ArmRow, ablation_rows, tool_turns
 from farm.report.claims import ClaimsRegistry
-from farm.report.cost import COST_FIELDS, CostRow, cost_rows
+from farm.report.cost import CostRow, cost_rows, cost_table
 from farm.report.data import CELL_STATUSES, Group, RunData, not_run, outcome_groups
 from farm.report.diff import diff_runs, report_table
 from farm.report.integrity import IntegrityRow, integrity_rows
-from farm.report.layout import Column, Table, fmt, fmt_ci, fmt_share, trace_columns
+from farm.report.layout import Table, fmt, fmt_ci, trace_columns
 from farm.report.main_table import MainRow, main_rows, main_table
 from farm.report.planner_table import planner_table, power_fields
 from farm.report.power import PowerOptions
@@ -430,46 +430,7 @@ def _ablation_table(c: ReportContent) -> list[Table]:
 
 def _cost_table(c: ReportContent) -> list[Table]:
     """Tokens and seconds per trial and per resolved trial."""
-    tables: list[Table] = []
-    cost = []
-    for r in c.cost:
-        row = {**_ident(r), "trials": r.trials, "attempts": r.attempts, "resolved": r.resolved}
-        for f in (*COST_FIELDS, "gpu_s"):
-            row[f"total_{f}"] = r.totals[f]
-            row[f"{f}_per_trial"] = r.per_trial[f]
-            row[f"{f}_per_resolved"] = r.per_resolved[f]
-        row["prefix_cache_hit_rate"] = r.prefix_cache_hit_rate
-        cost.append(row)
-
-    def per(f: str, digits: int = 0) -> Column:
-        return (f"{f} /trial · /resolved",
-                lambda r: f"{fmt(r[f + '_per_trial'], digits)} · {fmt(r[f + '_per_resolved'], digits)}")
-
-    tables.append(
-        Table(
-            "cost",
-            "Cost per trial and per resolved trial",
-            cost,
-            [
-                ("benchmark", lambda r: r["benchmark"]),
-                ("arm", lambda r: r["arm"]),
-                ("trials (attempts)", lambda r: f"{r['trials']} ({r['attempts']})"),
-                ("resolved", lambda r: str(r["resolved"])),
-                per("prompt_tokens"),
-                per("cached_tokens"),
-                ("prefix-cache hits", lambda r: fmt_share(r["prefix_cache_hit_rate"])),
-                per("completion_tokens"),
-                per("llm_s", 1),
-                per("sandbox_cpu_s", 1),
-                per("gpu_s", 1),
-                *trace_columns(),
-            ],
-            note="Totals include every attempt (retried infra errors too). Prefix-cache hits: cached ÷ "
-            "prompt tokens over the attempts whose server reported both (– when none did). GPU seconds are the run's "
-            "serving GPU time, split by LLM seconds; – when the run did not serve the model.",
-        )
-    )
-    return tables
+    return [cost_table(c.cost)]
 
 
 def _comparison_tables(c: ReportContent) -> list[Table]:

@@ -160,6 +160,8 @@ def fill_agent_counters(row: TrialResult, traj: Trajectory) -> None:
     for name in ("steps", "tool_calls", "tool_calling_turns", "parallel_call_turns", "tool_parse_failures",
                  "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "llm_s", "tool_s"):
         setattr(row, name, getattr(counters, name))
+    row.queue_s_total = counters.queue_s
+    row.generation_s_total = counters.generation_s
     row.context_tokens = traj.context_tokens
     row.reasoning_field = traj.reasoning_field
     row.exit_reason = traj.exit_reason

@@ -56,6 +56,10 @@ class TrialResult:
     finished_at: float | None = None
     wall_s: float | None = None
     llm_s: float | None = None
+    # llm_s split (farm/agent/loop.py): the server-reported queue time summed over the steps
+    # (null when the server reported none) and the rest, generation and network
+    queue_s_total: float | None = None
+    generation_s_total: float | None = None
     tool_s: float | None = None
     verify_s: float | None = None
     verifier_runs: int | None = None  # runs of the verifier in this attempt (>1: verifier-only retries)
@@ -143,6 +147,13 @@ class StepRow:
     tool_durations_s: list[float] = field(default_factory=list)
     tool_output_chars: list[int] = field(default_factory=list)
     tool_s: float | None = None
+    # streamed requests (model.stream): request sent -> first generated piece, and the rest of
+    # the stream; queue_s when the server reports it; retries of this model call in the trial
+    ttft_s: float | None = None
+    decode_s: float | None = None
+    queue_s: float | None = None
+    request_attempts: int | None = None
+    request_wait_s: float | None = None
     # JSON text of the messages this step appended (assistant message + tool messages), so a
     # trajectory is the concatenation of the steps and is never rewritten whole.
     messages_json: str = "[]"

@@ -58,7 +58,9 @@ def llm_for():
     clients: list[LLMClient] = []
 
     def make(server: PolicyServer, task_id: str = "t1", **model: Any) -> LLMClient:
-        cfg = ModelConfig(name="policy", base_url=server.base_url, max_retries=model.pop("max_retries", 0), **model)
+        # no in-trial retries unless a test asks: endpoint-failure tests expect the failure at once
+        cfg = ModelConfig(name="policy", base_url=server.base_url, max_retries=model.pop("max_retries", 0),
+                          request_retry_budget_s=model.pop("request_retry_budget_s", 0), **model)
         client = LLMClient(cfg, session_id="sess-1", task_id=task_id)
         clients.append(client)
         return client

@@ -228,7 +228,8 @@ async def test_endpoint_failure_after_retries_is_llm_query_error(sandbox, policy
 
 
 async def test_unreachable_endpoint_is_llm_query_error(sandbox):
-    llm = LLMClient(ModelConfig(base_url="http://127.0.0.1:9/v1", max_retries=0), session_id="s", task_id="t")
+    llm = LLMClient(ModelConfig(base_url="http://127.0.0.1:9/v1", max_retries=0,
+                                    request_retry_budget_s=0), session_id="s", task_id="t")
     traj = await go(sandbox, llm)
     assert traj.exit_reason == "llm_query_error" and "Connection" in traj.error
 

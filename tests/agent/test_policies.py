@@ -59,8 +59,15 @@ def test_http_surface(policy):
     srv = policy([{"content": "x", "usage": {"prompt_tokens": 7, "completion_tokens": 3}}])
     with httpx.Client(base_url=srv.base_url) as http:
         assert http.get("/models").json()["data"][0]["id"] == "scripted"
-        r = http.post("/chat/completions", json={"model": "m", "messages": [], "stream": True})
-        assert r.status_code == 400 and "stream" in r.json()["error"]["message"]
+        r = http.post("/chat/completions", json={"model": "m", "messages": [], "stream": True,
+                                                 "stream_options": {"include_usage": True}})
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = [line[len("data: "):] for line in r.text.splitlines() if line.startswith("data: ")]
+        assert events[-1] == "[DONE]"
+        chunks = [json.loads(e) for e in events[:-1]]
+        assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
+        assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]) == "x"
+        assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["prompt_tokens"] == 7
         r = http.post("/chat/completions", content=b"not json")
         assert r.status_code == 400
         request = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}

@@ -46,7 +46,8 @@ def _failing_script(tmp_path: Path) -> Path:
 
 
 def _overrides(tmp_path: Path, tasks: Path, *extra: str) -> list[str]:
-    return local_run_overrides(tmp_path, tasks, "model.max_retries=0", *extra)
+    # no in-trial retries of a failed model request: these tests are about failing fast
+    return local_run_overrides(tmp_path, tasks, "model.max_retries=0", "model.request_retry_budget_s=0", *extra)
 
 
 def test_a_dead_endpoint_exits_non_zero_within_seconds_naming_the_url(tmp_path: Path) -> None:

@@ -128,12 +128,47 @@ def test_endpoint_failures_are_retried_infra_errors(tmp_path: Path):
     script.write_text(yaml.safe_dump([first, SOLVE_TURNS[1]]))
     cfg = load_config([f"benchmark.path={tasks}", "agent=scripted", f"agent.script={script}",
                        "run.executor=local", f"store.uri={tmp_path / 'store'}", "model.max_retries=0",
-                       "run.max_attempts=4", "run.retry_backoff_s=0"])
+                       "model.request_retry_budget_s=0", "run.max_attempts=4", "run.retry_backoff_s=0"])
     summary = asyncio.run(run_experiment(cfg))
     rows = sorted(ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id, dedupe=False).to_pylist(),
                   key=lambda r: r["attempt"])
     assert [(r["status"], r["error_class"]) for r in rows] == [
         ("infra_error", "llm_query_error"), ("infra_error", "llm_query_error"), ("resolved", None)]
+    assert "no retry budget (model.request_retry_budget_s=0)" in rows[0]["error"]
+
+
+def test_endpoint_failures_within_the_request_budget_are_retried_inside_the_trial(tmp_path: Path):
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "only", CHECK_ANSWER, solve_sh=None)
+    script = tmp_path / "flaky.yaml"
+    script.write_text(yaml.safe_dump([SOLVE_TURNS[0], dict(SOLVE_TURNS[1], error={"status": 503, "times": 2})]))
+    cfg = load_config([f"benchmark.path={tasks}", "agent=scripted", f"agent.script={script}",
+                       "run.executor=local", f"store.uri={tmp_path / 'store'}", "model.max_retries=0",
+                       "model.request_retry_budget_s=60", "run.max_attempts=4", "run.retry_backoff_s=0"])
+    summary = asyncio.run(run_experiment(cfg))
+    store = ResultStore.open(str(tmp_path / "store"))
+    rows = store.read_trials(summary.run_id, dedupe=False).to_pylist()
+    assert [(r["status"], r["attempt"], r["steps"]) for r in rows] == [("resolved", 1, 2)]  # no second agent run
+    steps = sorted(store.read_steps(summary.run_id).to_pylist(), key=lambda s: s["step"])
+    assert [s["request_attempts"] for s in steps] == [1, 3]
+    assert steps[1]["request_wait_s"] > 0 and all(s["ttft_s"] is not None for s in steps)  # streamed
+    assert rows[0]["queue_s_total"] is None  # the policy reported no queue time
+    assert abs(rows[0]["generation_s_total"] - rows[0]["llm_s"]) < 1e-6
+
+
+def test_endpoint_failures_past_the_request_budget_are_infra_errors_naming_it(tmp_path: Path):
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "only", CHECK_ANSWER, solve_sh=None)
+    script = tmp_path / "dead.yaml"
+    script.write_text(yaml.safe_dump([SOLVE_TURNS[0], dict(SOLVE_TURNS[1], error={"status": 502, "times": 10_000})]))
+    cfg = load_config([f"benchmark.path={tasks}", "agent=scripted", f"agent.script={script}",
+                       "run.executor=local", f"store.uri={tmp_path / 'store'}", "model.max_retries=0",
+                       "model.request_retry_budget_s=1", "run.max_attempts=1"])
+    summary = asyncio.run(run_experiment(cfg))
+    rows = ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id, dedupe=False).to_pylist()
+    assert [(r["status"], r["error_class"]) for r in rows] == [("infra_error", "llm_query_error")]
+    assert "502" in rows[0]["error"] and "model.request_retry_budget_s=1)" in rows[0]["error"]
+    assert "gave up after" in rows[0]["error"]
 
 
 def _bwrap_pids(root: Path) -> list[int]:

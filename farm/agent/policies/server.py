@@ -9,15 +9,22 @@
   request that already contains i assistant messages. A turn may set: content, reasoning,
   reasoning_field (``reasoning`` like vLLM, default, or ``reasoning_content`` like SGLang),
   tool_calls [{name, arguments (object, or a raw string to test malformed JSON), id}],
-  finish_reason, usage (overrides), delay_s, raw_body (sent verbatim instead of JSON) and
-  error {status, times, message} (the first ``times`` requests for that turn fail).
+  finish_reason, usage (overrides), metrics (sent as the response's ``metrics`` object, as vLLM's
+  ``--enable-per-request-metrics`` does, e.g. ``{queue_time_ms: 250}``), delay_s, raw_body (sent
+  verbatim instead of JSON) and error {status, times, message} (the first ``times`` requests
+  for that turn fail).
+
+``stream: true`` requests are answered as server-sent events in OpenAI's chunk format (vLLM's
+shape: a role chunk with empty content, then reasoning, content and tool-call argument pieces,
+a finish chunk, the usage chunk when ``stream_options.include_usage`` asks for it, ``[DONE]``),
+cut from the same completion a whole-body answer would carry.
 
 Every policy answers under its own model id (``oracle``, ``nop``, ``scripted``: what
 ``/v1/models`` lists), never the id the request asked for, so a trial row cannot claim that a
 model answered when a policy did. A request with ``X-Farm-Task: farm-preflight`` is the run's
 preflight probe: every policy answers it with one call of the first tool offered.
 
-Run in a background thread with uvicorn on 127.0.0.1 and an OS-chosen port.
+Run in a background thread with uvicorn on 127.0.0.1 and an OS-chosen port (or ``--port``).
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from typing import Any
 import uvicorn
 import yaml
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from farm.errors import ConfigError
 
@@ -138,7 +145,7 @@ def _completion(turn: dict[str, Any], model: str, body_len: int) -> dict[str, An
     if "total_tokens" not in (turn.get("usage") or {}):
         usage["total_tokens"] = (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)
     usage = {k: v for k, v in usage.items() if v is not None}
-    return {
+    body = {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
         "created": int(time.time()),
@@ -150,6 +157,49 @@ def _completion(turn: dict[str, Any], model: str, body_len: int) -> dict[str, An
         }],
         "usage": usage,
     }
+    if turn.get("metrics") is not None:
+        body["metrics"] = turn["metrics"]
+    return body
+
+
+def _pieces(text: str, n: int = 3) -> list[str]:
+    """``text`` cut into up to ``n`` non-empty pieces (a stream sends text in pieces)."""
+    size = max(1, -(-len(text) // n))
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def stream_chunks(completion: dict[str, Any], *, include_usage: bool) -> list[dict[str, Any]]:
+    """The ``chat.completion.chunk`` events that add up to ``completion`` (OpenAI's format)."""
+    head = {k: completion[k] for k in ("id", "created", "model")}
+    head["object"] = "chat.completion.chunk"
+    choice = completion["choices"][0]
+    msg = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    for name in ("reasoning_content", "reasoning"):
+        out += [chunk({name: p}) for p in _pieces(str(msg.get(name) or ""))]
+    out += [chunk({"content": p}) for p in _pieces(msg.get("content") or "")]
+    for i, tc in enumerate(msg.get("tool_calls") or []):
+        fn = tc["function"]
+        out.append(chunk({"tool_calls": [{"index": i, "id": tc["id"], "type": "function",
+                                          "function": {"name": fn["name"], "arguments": ""}}]}))
+        out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}) for p in _pieces(fn["arguments"])]
+    out.append(chunk({}, choice["finish_reason"]))
+    if include_usage:
+        out.append({**head, "choices": [], "usage": completion["usage"]})
+    if "metrics" in completion:
+        out[-1]["metrics"] = completion["metrics"]
+    return out
+
+
+async def _sse(chunks: list[dict[str, Any]]) -> Any:
+    for c in chunks:
+        yield f"data: {json.dumps(c)}\n\n"
+        await asyncio.sleep(0)  # one event per write, as a generating server sends them
+    yield "data: [DONE]\n\n"
 
 
 def build_app(policy: Policy) -> FastAPI:
@@ -167,8 +217,6 @@ def build_app(policy: Policy) -> FastAPI:
             messages = body["messages"]
         except (ValueError, KeyError, TypeError):
             return _error(400, "request body must be JSON with a 'messages' list")
-        if body.get("stream"):
-            return _error(400, "stream=true is not supported by farm's policy server; send stream=false")
         task = request.headers.get("x-farm-task", "")
         try:
             time_left = float(request.headers.get("x-farm-time-left", DEFAULT_TIME_LEFT_S))
@@ -189,7 +237,15 @@ def build_app(policy: Policy) -> FastAPI:
             await asyncio.sleep(float(turn["delay_s"]))
         if "raw_body" in turn:
             return Response(str(turn["raw_body"]), media_type="application/json")
-        return JSONResponse(_completion(turn, policy.name, len(raw)))
+        # the prompt estimate is the same whichever way the answer travels
+        sent = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+        size = len(raw) if len(sent) == len(body) else len(json.dumps(sent, ensure_ascii=False).encode())
+        completion = _completion(turn, policy.name, size)
+        if body.get("stream"):
+            opts = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
+            chunks = stream_chunks(completion, include_usage=bool(opts.get("include_usage")))
+            return StreamingResponse(_sse(chunks), media_type="text/event-stream")
+        return JSONResponse(completion)
 
     return app
 
@@ -201,10 +257,10 @@ def _error(status: int, message: str) -> JSONResponse:
 class PolicyServer:
     """A policy endpoint running in a background thread; ``base_url`` ends in /v1."""
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, *, port: int = 0) -> None:
         self.policy = policy
         config = uvicorn.Config(
-            build_app(policy), host="127.0.0.1", port=0, log_level="warning",
+            build_app(policy), host="127.0.0.1", port=port, log_level="warning",
             lifespan="off", access_log=False, timeout_graceful_shutdown=1,
         )
         self._server = uvicorn.Server(config)
@@ -238,8 +294,8 @@ class PolicyServer:
         self.close()
 
 
-def start_policy_server(policy: str, *, script: str | None = None) -> PolicyServer:
-    return PolicyServer(Policy(policy, script))
+def start_policy_server(policy: str, *, script: str | None = None, port: int = 0) -> PolicyServer:
+    return PolicyServer(Policy(policy, script), port=port)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -250,8 +306,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Serve a farm policy as an OpenAI-compatible endpoint")
     ap.add_argument("policy", choices=POLICIES)
     ap.add_argument("--script", help="turns file for the scripted policy")
+    ap.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: one the OS picks)")
     args = ap.parse_args(argv)
-    server = start_policy_server(args.policy, script=args.script)
+    server = start_policy_server(args.policy, script=args.script, port=args.port)
     print(server.base_url, flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
