@@ -35,7 +35,7 @@ ROOT_GROUPS = ("experiment",)
 NOT_HASHED = (
     "run.id", "run.new", "run.max_in_flight", "run.executor", "run.ray_address", "run.workers",
     "run.max_concurrent_starts", "run.preflight", "run.preflight_sandbox", "run.preflight_timeout_s",
-    "run.breaker_consecutive", "model.preflight_tool_call",
+    "run.breaker_consecutive", "run.order", "model.preflight_tool_call",
     "run.progress", "run.max_attempts", "run.retry_backoff_s", "store",
     "benchmark.strict", "benchmark.mirror", "benchmark.cache_dir", "benchmark.repos", "benchmark.pythons",
     "serve.host", "serve.port",
@@ -47,7 +47,11 @@ NOT_HASHED = (
 # hash only when set away from their default, so that a run started before the key existed (and
 # measured exactly what the default measures) keeps its hash and stays resumable. A module that
 # adds such a key registers it here with its default.
-HASHED_UNLESS_DEFAULT: dict[str, Any] = {}
+HASHED_UNLESS_DEFAULT: dict[str, Any] = {
+    # the checkpoint pin (a preset that sets it measures a pinned checkpoint, said in its hash)
+    "model.serving.revision": None,
+    "model.serving.weights_sha256_prefix": None,
+}
 
 
 def conf_dir() -> Path:
