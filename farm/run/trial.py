@@ -47,6 +47,7 @@ from farm.run.rows import (
     start_error_class,
     unsupported_class,
 )
+from farm.run.serving_facts import ServingFacts
 from farm.sandbox.base import Sandbox, SandboxError, SandboxStartError
 from farm.sandbox.registry import open_sandbox, refusal_reason
 from farm.store.schema import StepRow, TrialResult
@@ -136,12 +137,13 @@ async def run_trial(
     policy: str,
     sandbox_factory: SandboxFactory = open_sandbox,
     chash: str | None = None,
+    serving: ServingFacts | None = None,
 ) -> TrialOutcome:
     """Run one attempt; ``cfg`` is the arm's config, ``base_url`` the policy endpoint.
 
     ``chash`` is the arm's config hash when the caller already knows it (hashing a config
     costs milliseconds, per trial that adds up)."""
-    row = base_row(spec, attempt, cfg, task, uuid.uuid4().hex, chash)
+    row = base_row(spec, attempt, cfg, task, uuid.uuid4().hex, chash, serving)
     att = _Attempt(spec, task, cfg, attempt, policy, row, should_strip(task, cfg.benchmark.strip_history))
     factory = functools.partial(sandbox_factory, run_id=spec.run_id, trial_key=spec.trial_key, attempt=attempt)
     try:
