@@ -28,6 +28,7 @@ from farm.config import FarmConfig, apply_overrides, conf_dir, config_hash, reso
 from farm.config.arms import Resolver, arms_of, require_arm_endpoints
 from farm.errors import ConfigError, StoreError
 from farm.run.endpoint import PreflightError
+from farm.run.order import order_trials, store_priors
 from farm.run.plan import ResumeState, TrialSpec, build_plan, resume
 from farm.run.preflight import Refusal, check_backends, image_refusals, refusals, refused_outcome, run_preflight
 from farm.run.rows import TrialOutcome, is_unsupported, retryable
@@ -169,6 +170,11 @@ async def run_experiment(
     store = _open_store(cfg, run_id, plan)
     rows = store.read_trials(run_id, dedupe=False)
     state = resume(plan, rows)
+    if cfg.run.order != "dataset":
+        # earlier runs in the store say how long each task took; off the loop (it reads Parquet)
+        priors = await asyncio.to_thread(store_priors, store, run_id)
+        state.todo = order_trials(state.todo, {(t.benchmark, t.task_id): t for t in tasks}, cfg.run.order,
+                                  priors, cfg.agent.max_total_time_s)
     summary = RunSummary(run_id, config_hash(cfg), len(plan), state.finished, store_uri=store.uri)
     arm_cfg = dict(arms)
     trial_cfg = Resolver(arm_cfg)  # + experiment.per_benchmark: the vendor's budgets differ by benchmark
