@@ -77,3 +77,16 @@ def test_a_real_run_starts_the_longest_task_first_and_feeds_the_next_runs_priors
     priors = store_priors(ResultStore.open(str(store)))
     assert set(priors) == {(rows[0]["benchmark"], n) for n in ("t-long", "t-mid", "t-short")}
     assert all(v >= 0 for v in priors.values())
+
+
+@pytest.mark.integration
+def test_the_order_bench_prints_both_orders() -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "bench" / "order.py"), "--tasks", "20", "--seeds", "2",
+                          "--slots", "4"], capture_output=True, text=True, timeout=120, check=True).stdout
+    lines = out.splitlines()
+    assert lines[0].startswith("40 trials, 20 tasks, 4 slots")
+    assert [ln.split()[0] for ln in lines[2:]] == ["dataset", "longest_first", "longest_first"]
