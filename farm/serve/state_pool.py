@@ -14,8 +14,10 @@ What is exact and what is estimated:
   in one attention layer;
 * a model of vLLM's hybrid allocator (estimated): every layer's page is one size -- the attention
   block grows (in steps of 16 tokens) until it holds at least one linear layer's state -- and
-  layers are allocated in groups of ``min(linear, attention)`` layers, so the pool holds
-  ``memory // (page * group)`` blocks, one per running sequence at least;
+  layers are allocated in groups of ``min(linear, attention)`` layers (the larger count when it
+  is under 1.5x the smaller), so the pool holds ``memory // (page * group)`` blocks; vLLM 0.32
+  refuses ``max_num_seqs`` above that (config/compilation.py, with full CUDA graphs: one block
+  per decoding sequence), so with ``enforce_eager`` the check is skipped, as the engine's is;
 * the memory (estimated unless given): ``GPU memory * gpu_memory_utilization - weights -
   ACTIVATION_RESERVE of the GPU``; vLLM measures the activation peak by profiling, farm cannot.
 
@@ -113,7 +115,9 @@ def page_bytes(shape: HybridShape) -> int:
 
 def state_pool(shape: HybridShape, *, memory_bytes: int | None = None, given_blocks: int | None = None) -> StatePool:
     """The pool's block count: given, or estimated from the KV-cache memory."""
-    group = min(n for n in (shape.linear_layers, shape.attention_layers) if n) or 1
+    counts = [n for n in (shape.linear_layers, shape.attention_layers) if n]
+    # as vLLM groups layers (kv_cache_utils): by the smaller count, unless the larger is < 1.5x it
+    group = max(counts) if max(counts) < 1.5 * min(counts) else min(counts)
     page = page_bytes(shape)
     if given_blocks is not None:
         return StatePool(given_blocks, page, group, None, "given (num_gpu_blocks_override)")
@@ -181,6 +185,9 @@ def check_serve_start(cfg: Any, log: Any) -> None:
     serving = cfg.model.serving
     ek = serving.engine_kwargs
     if serving.device != "gpu" or "max_num_seqs" not in ek:
+        return
+    if ek.get("enforce_eager"):
+        log("farm serve: state-pool check skipped: enforce_eager (no CUDA graphs: the engine does not refuse)")
         return
     files = checkpoint_files(str(serving.source), serving.revision)
     if files is None:

@@ -125,3 +125,22 @@ def test_farm_serve_refuses_before_starting_anything(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.splitlines() if "max_num_seqs" in ln]
     assert len(lines) == 1 and "256" in lines[0] and "100 sequences" in lines[0], proc.stderr[-2000:]
+
+
+def test_layer_groups_follow_vllms_rule() -> None:
+    from farm.serve.state_pool import HybridShape
+
+    # 24:8 groups by 8; 13:12 (under 1.5x) by 13, as vLLM pads (12 + 1, 13)
+    assert state_pool(HybridShape(24, 8, 4096, 4096), given_blocks=1).group_layers == 8
+    assert state_pool(HybridShape(13, 12, 4096, 4096), given_blocks=1).group_layers == 13
+
+
+def test_enforce_eager_skips_the_check_as_the_engine_does(tmp_path: Path) -> None:
+    from farm.config import load_config
+
+    logs: list[str] = []
+    cfg = load_config(["model=frognano-4b", f"model.serving.source={_checkpoint(tmp_path)}",
+                       "model.serving.engine_kwargs.num_gpu_blocks_override=1",
+                       "model.serving.engine_kwargs.enforce_eager=true"])
+    check_serve_start(cfg, logs.append)  # 256 > 1, but an eager engine starts anyway
+    assert "enforce_eager" in logs[0]
