@@ -114,3 +114,24 @@ def fill_serving(row: Any, facts: ServingFacts) -> None:
     for name in FIELDS:
         setattr(row, name, getattr(facts, name))
     row.serving_origin = facts.origin
+
+
+def render_serving(arms: list[tuple[str, FarmConfig]]) -> str:
+    """`farm validate --show`: per arm, the checkpoint pin, the engine and the cache it asks for
+    (the server's own answers are recorded per row once a run asks it)."""
+    lines = ["serving per arm (the preset's; rows record what the server reports):"]
+    for name, acfg in arms:
+        if resolved_agent(acfg) != "leaf":
+            lines.append(f"  {name}: farm's {resolved_agent(acfg)} policy (no model served)")
+            continue
+        s, ek = acfg.model.serving, acfg.model.serving.engine_kwargs
+        engine = "vllm (Ray Serve LLM)" if s.source else "whatever the endpoint runs"
+        cache = cache_mode(dict(ek)) or "engine default"
+        details = "on" if ek.get("enable_prompt_tokens_details") else "off"
+        lines.append(
+            f"  {name}: model {acfg.model.name} source {s.source or '-'} revision {s.revision or 'not pinned'} "
+            f"weights sha256 {s.weights_sha256_prefix or 'not pinned'}; engine {engine}; cache {cache}, "
+            f"cached-token details {details}; language_model_only {bool(ek.get('language_model_only'))}; "
+            f"parsers {ek.get('tool_call_parser') or '-'} / {ek.get('reasoning_parser') or '-'}"
+        )
+    return "\n".join(lines)

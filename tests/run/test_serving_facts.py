@@ -115,3 +115,16 @@ def test_cache_mode_words() -> None:
     assert cache_mode({"enable_prefix_caching": False}) == "off"
     assert cache_mode({}) is None  # the engine's own default: not claimed
     assert cache_mode({"enable_prefix_caching": True, "mamba_cache_mode": "align"}) == "prefix,mamba=align"
+
+
+def test_validate_show_lists_each_arms_pin_engine_and_cache() -> None:
+    from farm.config.arms import arms_of
+    from farm.run.serving_facts import render_serving
+
+    text = render_serving(arms_of(load_config(["experiment=reproduce-frognano", "model.base_url=http://127.0.0.1:9/v1"])))
+    lines = {ln.split(":")[0].strip(): ln for ln in text.splitlines()[1:]}
+    assert set(lines) == {"frognano-4b", "qwen3.5-4b", "frognano-4b-card"}
+    assert f"revision {REV}" in lines["frognano-4b"] and "weights sha256 4e5fb2d8" in lines["frognano-4b"]
+    assert "revision not pinned" in lines["qwen3.5-4b"]
+    for line in lines.values():
+        assert "cache prefix, cached-token details on" in line and "language_model_only True" in line
