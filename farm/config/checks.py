@@ -32,6 +32,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "agent.timeout_clock": ("wall", "agent"),
     "sandbox.image_policy": ("pull", "build", "pull-or-build"),
     "run.executor": ("ray", "local"),
+    "run.order": ("dataset", "longest_first"),
     "model.serving.device": ("gpu", "cpu"),
 }
 POSITIVE: tuple[str, ...] = (
@@ -89,6 +90,7 @@ def validate(cfg: FarmConfig) -> None:
     if len(set(names)) != len(names):
         raise ConfigError(f"invalid value {names!r} for 'experiment.arms': arm names must be unique")
     check_per_trial(cfg)
+    check_cache_reporting(cfg)
     for sink in cfg.report.sinks:
         if sink not in REPORT_SINKS:
             raise ConfigError(f"invalid value {sink!r} in 'report.sinks': choose from {list(REPORT_SINKS)}")
@@ -139,3 +141,34 @@ def check_per_trial(cfg: FarmConfig) -> None:
     for where, item in per_trial:
         if not item.startswith(("agent.", "model.")) or "=" not in item:
             raise ConfigError(f"invalid value {item!r} in '{where}': only agent.<key>=<value> / model.<key>=<value>")
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def check_cache_reporting(cfg: FarmConfig) -> None:
+    """A served model with prefix caching on must ask the engine to report it: without
+    ``enable_prompt_tokens_details`` vLLM sends no ``usage.prompt_tokens_details.cached_tokens``
+    and every row's cache columns stay empty, so the cache the preset turns on cannot be seen.
+    Also checks the checkpoint pin's spelling.
+
+    Raises:
+        ConfigError: one line naming the key to set (or the pin that is malformed).
+    """
+    serving = cfg.model.serving
+    ek = serving.engine_kwargs
+    if ek.get("enable_prefix_caching") is True and ek.get("enable_prompt_tokens_details") is not True:
+        raise ConfigError(
+            f"model {cfg.model.name!r}: 'model.serving.engine_kwargs.enable_prefix_caching' is true but "
+            "'model.serving.engine_kwargs.enable_prompt_tokens_details' is not: the engine would report no "
+            "cached tokens; set model.serving.engine_kwargs.enable_prompt_tokens_details=true"
+        )
+    rev = serving.revision
+    if rev is not None and (len(rev) != 40 or not set(rev) <= _HEX):
+        raise ConfigError(f"invalid value {rev!r} for 'model.serving.revision': a full 40-hex commit (or null)")
+    prefix = serving.weights_sha256_prefix
+    if prefix is not None and (not 8 <= len(prefix) <= 64 or not set(prefix) <= _HEX):
+        raise ConfigError(
+            f"invalid value {prefix!r} for 'model.serving.weights_sha256_prefix': "
+            "8 to 64 lowercase hex digits (or null)"
+        )

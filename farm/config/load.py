@@ -35,7 +35,7 @@ ROOT_GROUPS = ("experiment",)
 NOT_HASHED = (
     "run.id", "run.new", "run.max_in_flight", "run.executor", "run.ray_address", "run.workers",
     "run.max_concurrent_starts", "run.preflight", "run.preflight_sandbox", "run.preflight_timeout_s",
-    "run.breaker_consecutive", "model.preflight_tool_call",
+    "run.breaker_consecutive", "run.order", "model.preflight_tool_call",
     "model.stream", "model.request_retry_budget_s",
     "run.progress", "run.max_attempts", "run.retry_backoff_s", "store",
     "benchmark.strict", "benchmark.mirror", "benchmark.cache_dir", "benchmark.repos", "benchmark.pythons",
@@ -56,6 +56,9 @@ HASHED_UNLESS_DEFAULT: dict[str, Any] = {
     "experiment.strict_pair": False,
     "experiment.strict_overrides": list(STRICT_OVERRIDES),
     "agent.timeout_clock": "wall",  # farm/agent/loop.py: queue time credited back under "agent"
+    # the checkpoint pin (a preset that sets it measures a pinned checkpoint, said in its hash)
+    "model.serving.revision": None,
+    "model.serving.weights_sha256_prefix": None,
 }
 
 

@@ -81,6 +81,11 @@ class ServingConfig:
     router_kwargs: Dict[str, Any] = field(default_factory=dict)
     deployment_config: Dict[str, Any] = field(default_factory=dict)  # raw Serve options, merged last
     synthesize: Optional[str] = None  # "tiny-qwen3": build a random-weight model at `source` if missing
+    # The checkpoint pinned: a hub commit (passed to the engine as its `revision`) and the first
+    # hex digits of model.safetensors' sha256. Rows record both, labelled as the preset's pin
+    # (farm/run/serving_facts.py); null: not pinned, and the row says so by leaving them null.
+    revision: Optional[str] = None
+    weights_sha256_prefix: Optional[str] = None
 
 
 @dataclass
@@ -162,6 +167,9 @@ class RunConfig:
     # stop the run when this many trial attempts in a row end in the same infra_error class
     # (0: never); the trials it did not run stay unfinished and re-run on resume
     breaker_consecutive: int = 10
+    # the order trials start in (farm/run/order.py): dataset | longest_first (the tasks expected
+    # to take longest first, so the long tail does not start last); execution only, not hashed
+    order: str = "dataset"
 
 
 @dataclass

@@ -28,9 +28,11 @@ from farm.config import FarmConfig, apply_overrides, conf_dir, config_hash, reso
 from farm.config.arms import Resolver, arms_of, require_arm_endpoints
 from farm.errors import ConfigError, StoreError
 from farm.run.endpoint import PreflightError
+from farm.run.order import order_trials, store_priors
 from farm.run.plan import ResumeState, TrialSpec, build_plan, resume
 from farm.run.preflight import Refusal, check_backends, image_refusals, refusals, refused_outcome, run_preflight
 from farm.run.rows import TrialOutcome, is_unsupported, retryable
+from farm.run.serving_facts import ServingFacts, probe_facts
 from farm.run.workers import TrialJob, make_executor
 from farm.store.results import ResultStore
 from farm.store.writer import BatchWriter
@@ -172,6 +174,11 @@ async def run_experiment(
     store = _open_store(cfg, run_id, plan)
     rows = store.read_trials(run_id, dedupe=False)
     state = resume(plan, rows)
+    if cfg.run.order != "dataset":
+        # earlier runs in the store say how long each task took; off the loop (it reads Parquet)
+        priors = await asyncio.to_thread(store_priors, store, run_id)
+        state.todo = order_trials(state.todo, {(t.benchmark, t.task_id): t for t in tasks}, cfg.run.order,
+                                  priors, cfg.agent.max_total_time_s)
     summary = RunSummary(run_id, config_hash(cfg), len(plan), state.finished, store_uri=store.uri)
     arm_cfg = dict(arms)
     trial_cfg = Resolver(arm_cfg)  # + experiment.per_benchmark: the vendor's budgets differ by benchmark
@@ -188,8 +195,10 @@ async def run_experiment(
         summary.served = {arm: info.served_model
                           for arm, info in (await run_preflight(arm_cfg, tasks, refused, run_id)).items()}
 
+    # what served each arm (revision, engine, version, cache mode): asked once, on every row
+    serving = {name: await probe_facts(acfg) for name, acfg in arms}
     pool = _Pool(cfg, store, state, summary, {(t.benchmark, t.task_id): t for t in tasks}, arm_cfg, trial_cfg,
-                 arm_hash, refused, latest_class, progress)
+                 arm_hash, refused, latest_class, progress, serving)
     if progress:
         progress("plan", len(state.todo))
     await pool.drive()
@@ -227,10 +236,12 @@ class _Pool:
     def __init__(self, cfg: FarmConfig, store: ResultStore, state: ResumeState, summary: RunSummary,
                  by_task: dict[tuple[str, str], Task], arm_cfg: dict[str, FarmConfig],
                  trial_cfg: Resolver, arm_hash: dict[str, str], refused: dict[tuple[str, str, str], Refusal],
-                 latest_class: dict[str, str], progress: ProgressHook | None) -> None:
+                 latest_class: dict[str, str], progress: ProgressHook | None,
+                 serving: dict[str, ServingFacts] | None = None) -> None:
         self.cfg, self.store, self.run_id, self.state, self.summary = cfg, store, summary.run_id, state, summary
         self.by_task, self.arm_cfg, self.trial_cfg, self.arm_hash = by_task, arm_cfg, trial_cfg, arm_hash
         self.refused, self.latest_class, self.progress = refused, latest_class, progress
+        self.serving = serving or {}
         self.breaker = Breaker(cfg.run.breaker_consecutive)
         self.finished: set[str] = set()
         self.writer = BatchWriter(store, self.run_id, cfg.store.batch_rows, cfg.store.flush_interval_s)
@@ -260,7 +271,8 @@ class _Pool:
     async def attempt_once(self, spec: TrialSpec, i: int) -> bool:
         """Attempt ``i`` (0-based) of ``spec``; True when it was the trial's last."""
         job = TrialJob(spec, self.by_task[(spec.benchmark, spec.task_id)], self.trial_cfg(spec.arm, spec.benchmark),
-                       self.state.next_attempt[spec.trial_key] + i, self.arm_hash[spec.arm])
+                       self.state.next_attempt[spec.trial_key] + i, self.arm_hash[spec.arm],
+                       self.serving.get(spec.arm))
         if self.progress:
             self.progress("start", None)
         outcome = await self.executor.submit(job)

@@ -23,6 +23,7 @@ from farm.config import FarmConfig, config_hash, resolved_agent
 from farm.grade.harbor import VERIFIER_CACHE, VERIFIER_SETUP
 from farm.run.endpoint import host_port
 from farm.run.plan import TrialSpec
+from farm.run.serving_facts import ServingFacts, fill_serving, preset_facts
 from farm.sandbox.base import ImageProvenance, SandboxError, SandboxLostError
 from farm.store.schema import StepRow, TrialResult
 from farm.tasks.model import Task
@@ -117,10 +118,12 @@ def endpoint_origin(cfg: FarmConfig) -> str:
 
 
 def base_row(spec: TrialSpec, attempt: int, cfg: FarmConfig, task: Task, uid: str,
-             chash: str | None = None) -> TrialResult:
+             chash: str | None = None, serving: ServingFacts | None = None) -> TrialResult:
+    """The row an attempt starts from; ``serving`` is what the driver asked the arm's endpoint
+    (farm/run/serving_facts.py), else what the config alone says."""
     # model stays null until the endpoint answers: a row never names a model that did not answer
     policy = resolved_agent(cfg)
-    return TrialResult(
+    row = TrialResult(
         run_id=spec.run_id, trial_key=spec.trial_key, benchmark=spec.benchmark, task_id=spec.task_id,
         seed=spec.seed, arm=spec.arm, attempt=attempt, model=None, status="infra_error",
         policy=policy, model_preset=cfg.model.name, endpoint_origin=endpoint_origin(cfg),
@@ -133,6 +136,8 @@ def base_row(spec: TrialSpec, attempt: int, cfg: FarmConfig, task: Task, uid: st
         **prompt_columns(cfg.agent.system_prompt_file, cfg.agent.tools_file),
         agent_script_sha256=script_sha256(cfg), agent_compat=cfg.agent.compat,
     )
+    fill_serving(row, serving if serving is not None else preset_facts(cfg))
+    return row
 
 
 def ended_row(row: TrialResult, error_class: str, error: str) -> TrialResult:

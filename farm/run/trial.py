@@ -48,6 +48,7 @@ from farm.run.rows import (
     unsupported_class,
 )
 from farm.run.starts import StartGate, default_gate
+from farm.run.serving_facts import ServingFacts
 from farm.sandbox.base import Sandbox, SandboxError, SandboxStartError
 from farm.sandbox.registry import open_sandbox, refusal_reason
 from farm.store.schema import StepRow, TrialResult
@@ -127,6 +128,7 @@ async def run_trial(
     sandbox_factory: SandboxFactory = open_sandbox,
     chash: str | None = None,
     start_gate: StartGate | None = None,
+    serving: ServingFacts | None = None,
 ) -> TrialOutcome:
     """Run one attempt; ``cfg`` is the arm's config, ``base_url`` the policy endpoint.
 
@@ -135,7 +137,7 @@ async def run_trial(
     the run (farm/run/starts.py); without one, across this event loop."""
     # the arm's network settings (a strict twin: no egress) apply before the row records them
     task = with_networks(task, cfg.benchmark.agent_network, cfg.benchmark.verifier_network)
-    row = base_row(spec, attempt, cfg, task, uuid.uuid4().hex, chash)
+    row = base_row(spec, attempt, cfg, task, uuid.uuid4().hex, chash, serving)
     gate = start_gate or default_gate(cfg.run.max_concurrent_starts)
     att = _Attempt(spec, task, cfg, attempt, policy, row, should_strip(task, cfg.benchmark.strip_history), gate)
     factory = functools.partial(sandbox_factory, run_id=spec.run_id, trial_key=spec.trial_key, attempt=attempt)

@@ -21,6 +21,7 @@ from farm.config import FarmConfig, resolved_agent
 from farm.run.plan import TrialSpec
 from farm.run.rows import LOCAL_POLICIES, WORKER_LOST, TrialOutcome, base_row, ended_row
 from farm.run.starts import GateActor, LocalGate, RayGate, StartGate
+from farm.run.serving_facts import ServingFacts
 from farm.run.trial import run_trial
 from farm.store.schema import TrialResult
 from farm.tasks.model import Task
@@ -33,6 +34,7 @@ class TrialJob:
     cfg: FarmConfig  # the arm's config
     attempt: int
     config_hash: str | None = None  # the arm's, computed once by the driver
+    serving: ServingFacts | None = None  # what served the arm's model, asked once by the driver
 
 
 class PolicyEndpoints:
@@ -66,7 +68,7 @@ class PolicyEndpoints:
 async def execute(job: TrialJob, endpoints: PolicyEndpoints, gate: StartGate) -> TrialOutcome:
     base_url, policy = endpoints.base_url(job.cfg)
     return await run_trial(job.spec, job.task, job.cfg, job.attempt, base_url=base_url, policy=policy,
-                           chash=job.config_hash, start_gate=gate)
+                           chash=job.config_hash, start_gate=gate, serving=job.serving)
 
 
 class LocalExecutor:
@@ -134,6 +136,7 @@ class _RemoteJob:
     cfg_ref: Any  # ray.ObjectRef of the arm's FarmConfig
     attempt: int
     config_hash: str | None
+    serving: ServingFacts | None = None
 
 
 class _TrialWorker:
@@ -153,7 +156,8 @@ class _TrialWorker:
 
     async def run(self, job: _RemoteJob) -> TrialOutcome:
         task, cfg = await self._get(job.task_ref), await self._get(job.cfg_ref)
-        return await execute(TrialJob(job.spec, task, cfg, job.attempt, job.config_hash), self.endpoints, self.gate)
+        return await execute(TrialJob(job.spec, task, cfg, job.attempt, job.config_hash, job.serving),
+                             self.endpoints, self.gate)
 
     def where(self) -> dict[str, str]:
         """The Ray node this worker runs on, to name it when the worker is lost."""
@@ -259,7 +263,7 @@ class RayExecutor:
         i = next(self._rr) % len(self.actors)
         actor, holder = self.actors[i], self.holders[i]
         ref = actor.run.remote(_RemoteJob(job.spec, self._ref(job.task), self._ref(job.cfg), job.attempt,
-                                          job.config_hash))
+                                          job.config_hash, job.serving))
         try:
             return await ref
         except asyncio.CancelledError:
@@ -314,7 +318,8 @@ async def _where(actor: Any) -> dict[str, str]:
 
 
 def _lost(job: TrialJob, message: str) -> TrialOutcome:
-    row: TrialResult = base_row(job.spec, job.attempt, job.cfg, job.task, uid="lost", chash=job.config_hash)
+    row: TrialResult = base_row(job.spec, job.attempt, job.cfg, job.task, uid="lost", chash=job.config_hash,
+                                serving=job.serving)
     return TrialOutcome(ended_row(row, WORKER_LOST, message))
 
 

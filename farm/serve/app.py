@@ -256,6 +256,10 @@ def llm_config(cfg: FarmConfig) -> dict[str, Any]:
         "engine_kwargs": copy.deepcopy(dict(s.engine_kwargs)),
         "deployment_config": _deployment_config(model),
     }
+    if s.revision and source_kind(out["model_loading_config"]["model_source"]) == "hub":
+        # the engine downloads exactly the pinned commit (weights, config and tokenizer alike)
+        out["engine_kwargs"].setdefault("revision", s.revision)
+        out["engine_kwargs"].setdefault("tokenizer_revision", s.revision)
     if s.device == "cpu":
         # Without this, Ray Serve LLM assumes a GPU bundle that never schedules on a CPU node.
         out["accelerator_config"] = {"kind": "cpu"}

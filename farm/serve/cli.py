@@ -21,6 +21,7 @@ from farm.config import FarmConfig
 from farm.errors import FarmError
 from farm.serve.app import base_url, build_app, check_serving, default_num_cpus, model_source, session_env
 from farm.serve.ready import ServeError, wait_ready
+from farm.serve.state_pool import check_serve_start
 
 __all__ = ["serve_main", "served", "served_sync", "ServeError"]
 
@@ -43,6 +44,8 @@ class Serving:
         # time. Inherited by the raylet, and so by the Serve proxy and ingress started here.
         os.environ.update({**ray_env(), **session_env(cfg.model)})
         check_serving(cfg)
+        # before minutes of weight loading: the engine would refuse the same max_num_seqs later
+        check_serve_start(cfg, self.log)
         if cfg.model.serving.synthesize == "tiny-qwen3":
             from farm.serve.tiny_model import build_tiny_qwen3
 

@@ -109,6 +109,16 @@ class TrialResult:
     config_hash: str | None = None
     farm_version: str | None = None
     reasoning_field: str | None = None  # "reasoning" (vLLM) | "reasoning_content" (SGLang)
+    # what served the model (farm/run/serving_facts.py): the checkpoint revision and pinned
+    # weights-checksum prefix, the engine and its version, the cache mode in effect
+    # (prefix | off [,mamba=<mode>]), and serving_origin saying where each value came from
+    # ("engine=server served_revision=preset ..."); null: nobody stated it
+    served_revision: str | None = None
+    weights_sha256: str | None = None
+    engine: str | None = None
+    engine_version: str | None = None
+    cache_mode: str | None = None
+    serving_origin: str | None = None
     patch_bytes: int | None = None
     # tamper-proofing (farm/grade/history.py, farm/grade/hack_scan.py)
     base_commit: str | None = None  # HEAD of the task repository when the agent started

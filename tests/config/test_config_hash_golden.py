@@ -2,7 +2,9 @@
 """config_hash must not move when code moves: a resume keys on it (farm/run/driver.py
 open_run refuses a run whose stored hash differs), so a refactor that changed it would make every
 run started before it unresumable. These values were computed at c648c62, before the re-layout of
-issue 25; a deliberate change to what a run measures updates them in the same commit, and says so.
+issue 25; a deliberate change to what a run measures updates them in the same commit, and says so
+(issue 28: the FrogNano, Qwen3.5-4B, Gemma and tiny-cpu presets now ask for cached-token
+details, skip unused vision towers and FrogNano pins its revision, so their entries moved).
 
 Arms whose overrides name a prompt file are left out: their hash holds the file's resolved
 absolute path, so it differs between checkouts."""
@@ -46,27 +48,27 @@ GOLDEN = {
     # strict_pair turned on in reproduce-frognano (issue 27): a deliberate change; with it off
     # the preset and its arms hash as they did before
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1': 'd2ddcbf3d58a71e5',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b]': 'b8fb3cfd501b3015',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b]': 'a55a393efb9fc5d0',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card]': 'b8fb3cfd501b3015',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-strict]': '829b2d9f2610b602',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b-strict]': 'e2669293b4694020',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card-strict]': '829b2d9f2610b602',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b]': '4a4a5baa9d50a2f3',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b]': 'cee43fee62a7e611',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card]': '4a4a5baa9d50a2f3',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-strict]': 'bda12d6882bd3cd1',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b-strict]': 'd0edf9fca72ca480',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card-strict]': 'bda12d6882bd3cd1',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false': 'a2f9f59526c02018',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b]': '7ab318868d70a1dd',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm qwen3.5-4b]': '12baf58ba63b7763',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b-card]': '7ab318868d70a1dd',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b]': 'b8b1f347d0f823e5',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm qwen3.5-4b]': '54a433187f61c755',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b-card]': 'b8b1f347d0f823e5',
     'model=endpoint': 'fa737e53ed5b820d',
-    'model=frognano-4b': 'f111b73c1f6e681e',
-    'model=gemma-4-12b': '436959958b6a4367',
+    'model=frognano-4b': '1672b20e89652369',
+    'model=gemma-4-12b': 'ffb9731a647233e1',
     'model=qwen2.5-coder-0.5b-cpu': 'bd6b7248ef8befa8',
     'model=qwen2.5-coder-1.5b-cpu': '9f79e547c2be4f49',
-    'model=qwen3.5-4b': '1827b08461abf19e',
-    'model=tiny-cpu': '5239efb3e31d9b10',
+    'model=qwen3.5-4b': '0b6bc0689896129c',
+    'model=tiny-cpu': 'd0ffaa814c65733c',
     'sandbox=docker': 'b05264594c5ae530',
     'sandbox=kubernetes': '78b8d2df5d69a597',
     'sandbox=local': '648d881725984153',
-    'agent=leaf model=frognano-4b benchmark=swebench-verified sandbox=kubernetes model.base_url=http://127.0.0.1:9/v1': 'a1305b78ce1b5ca1',
+    'agent=leaf model=frognano-4b benchmark=swebench-verified sandbox=kubernetes model.base_url=http://127.0.0.1:9/v1': '0eea75aa35cef00c',
     'agent=leaf model=qwen2.5-coder-0.5b-cpu sandbox=docker grade.mode=both model.base_url=http://127.0.0.1:9/v1': '7aed02f1fb60d485',
 }
 
