@@ -47,8 +47,8 @@ from farm.run.rows import (
     start_error_class,
     unsupported_class,
 )
-from farm.run.starts import StartGate, default_gate
 from farm.run.serving_facts import ServingFacts
+from farm.run.starts import StartGate, default_gate
 from farm.sandbox.base import Sandbox, SandboxError, SandboxStartError
 from farm.sandbox.registry import open_sandbox, refusal_reason
 from farm.store.schema import StepRow, TrialResult

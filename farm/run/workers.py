@@ -20,8 +20,8 @@ from typing import Any
 from farm.config import FarmConfig, resolved_agent
 from farm.run.plan import TrialSpec
 from farm.run.rows import LOCAL_POLICIES, WORKER_LOST, TrialOutcome, base_row, ended_row
-from farm.run.starts import GateActor, LocalGate, RayGate, StartGate
 from farm.run.serving_facts import ServingFacts
+from farm.run.starts import GateActor, LocalGate, RayGate, StartGate
 from farm.run.trial import run_trial
 from farm.store.schema import TrialResult
 from farm.tasks.model import Task

@@ -123,7 +123,10 @@ def test_validate_show_lists_each_arms_pin_engine_and_cache() -> None:
 
     text = render_serving(arms_of(load_config(["experiment=reproduce-frognano", "model.base_url=http://127.0.0.1:9/v1"])))
     lines = {ln.split(":")[0].strip(): ln for ln in text.splitlines()[1:]}
-    assert set(lines) == {"frognano-4b", "qwen3.5-4b", "frognano-4b-card"}
+    # reproduce-frognano runs each arm with its strict twin (experiment.strict_pair): same checkpoint
+    arms = {"frognano-4b", "qwen3.5-4b", "frognano-4b-card"}
+    assert set(lines) == arms | {f"{a}-strict" for a in arms}
+    assert f"revision {REV}" in lines["frognano-4b-strict"]
     assert f"revision {REV}" in lines["frognano-4b"] and "weights sha256 4e5fb2d8" in lines["frognano-4b"]
     assert "revision not pinned" in lines["qwen3.5-4b"]
     for line in lines.values():
