@@ -12,8 +12,8 @@ load:
 - ``slow``: the answer comes after ``slow_s`` seconds (longer than the client's request timeout
   when ``slow_s`` says so: the request lands later, beside the client's retry).
 
-``permanent_after`` turns every later write (PUT/POST/DELETE) into a 503 SlowDown for good, to
-test the end of the retry budget. ``injected`` counts what was done, so a test can check that
+``permanent_after`` (a number of write requests) or ``fail_writes()`` turns every later write
+(PUT/POST/DELETE) into a 503 SlowDown for good, to test the end of the retry budget. ``injected`` counts what was done, so a test can check that
 the faults it relies on really happened.
 """
 
@@ -51,6 +51,12 @@ class FaultPlan:
         self.requests = 0
         self.writes = 0
         self._burst_left = 0
+        self.writes_failing = False
+
+    def fail_writes(self) -> None:
+        """From now on every write is throttled (a store that does not recover)."""
+        with self.lock:
+            self.writes_failing = True
 
     def decide(self, method: str) -> str | None:
         with self.lock:
@@ -58,7 +64,7 @@ class FaultPlan:
             write = method in WRITES
             if write:
                 self.writes += 1
-                if self.permanent_after is not None and self.writes > self.permanent_after:
+                if self.writes_failing or (self.permanent_after is not None and self.writes > self.permanent_after):
                     self.injected["permanent"] += 1
                     return "slowdown"
             if self.writes_only and not write:
