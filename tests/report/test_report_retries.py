@@ -78,3 +78,15 @@ def test_no_section_without_infra_attempts():
     content = compute([run], ClaimsRegistry(), FAST)
     assert not [t for t in content.tables if t.name == "retries"]
     assert retry_line(content.retries[0]) == ""
+
+
+def test_the_terminal_summary_says_it():
+    from rich.console import Console
+
+    from farm.report.summary import summary_table
+
+    console = Console(width=100, record=True)
+    console.print(summary_table(_run(8), options=FAST))
+    text = " ".join(console.export_text().split())
+    assert "re-run trials, b · base: 8 of 20 graded trials needed more than one agent run" in text
+    assert "their outcomes differ" in text
