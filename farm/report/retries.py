@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 from farm.report.data import GRADED, NOT_RUN_PREFIX, Group
+from farm.report.layout import Table, fmt, trace_columns
 
 LOST = "attempt_lost"  # farm/run/rows.py ATTEMPT_LOST: an admitted attempt that never got a row
 ALPHA = 0.05
@@ -102,3 +103,30 @@ def retry_line(row: RetryRow) -> str:
         return (f"{head} ({test}): their outcomes differ, so re-running failed attempts may have moved "
                 "the score")
     return f"{head} ({test}): no evidence that their outcomes differ"
+
+
+def retries_table(rows: list[RetryRow]) -> list[Table]:
+    """Re-run trials vs first-run ones, only where some attempt was an infra_error."""
+    shown = [r for r in rows if r.relevant]
+    if not shown:
+        return []
+    return [Table(
+        "retries", "Retried trials: more than one agent run (infra_error attempts are never scored)",
+        [{"run_id": r.run_id, "config_hash": r.config_hash, "benchmark": r.benchmark, "arm": r.arm,
+          "model": r.model, "graded": r.graded, "retried": r.retried, "first_resolved": r.first_resolved,
+          "first_n": r.first_n, "retried_resolved": r.retried_resolved, "infra_attempts": r.infra_attempts,
+          "lost_attempts": r.lost_attempts, "z": r.z, "p_value": r.p, "says": retry_line(r)} for r in shown],
+        [
+            ("benchmark", lambda r: r["benchmark"]),
+            ("arm", lambda r: r["arm"]),
+            ("graded", lambda r: str(r["graded"])),
+            ("re-run", lambda r: str(r["retried"])),
+            ("resolved (first run)", lambda r: f"{r['first_resolved']}/{r['first_n']}"),
+            ("resolved (re-run)", lambda r: f"{r['retried_resolved']}/{r['retried']}"),
+            ("p (2-prop z)", lambda r: fmt(r["p_value"], 3)),
+            ("infra attempts", lambda r: str(r["infra_attempts"])),
+            ("lost", lambda r: str(r["lost_attempts"])),
+            ("says", lambda r: r["says"] or "no trial needed a second agent run"),
+            *trace_columns(),
+        ],
+    )]

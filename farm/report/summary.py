@@ -20,8 +20,8 @@ from farm.report.claims import ClaimsRegistry, load_claims
 from farm.report.data import RunData
 from farm.report.layout import fmt, fmt_ci
 from farm.report.main_table import claim_cell, infra_cell, model_cell
+from farm.report.retries import retry_line, retry_rows
 from farm.report.stats import pooled_rate
-from farm.report.retries import retry_line
 from farm.report.tables import ReportContent, ReportOptions, compute
 
 WIDTH = 100  # the terminal width the summary is laid out for (tests render it at this width)
@@ -109,7 +109,7 @@ def summary_table(run: RunData, registry: ClaimsRegistry | None = None,
                                       + ", ".join(f"{k}={v}" for k, v in named)))
     # trials that needed a second agent run, and whether they score like the rest (farm/report/retries.py)
     error_lines += [escape(f"re-run trials, {r.benchmark} · {r.arm}: {retry_line(r)}")
-                    for r in content.retries if r.run_id == run.run_id and retry_line(r)]
+                    for r in retry_rows(groups) if retry_line(r)]
     warnings = error_lines + [f"[bold yellow]warning:[/bold yellow] {escape(cv.text)}" for cv in image_caveats([run])]
     if not main:
         warnings.insert(0, "no trials")

@@ -19,11 +19,11 @@ from farm.report.cost import COST_FIELDS, CostRow, cost_rows
 from farm.report.data import CELL_STATUSES, Group, RunData, not_run, outcome_groups
 from farm.report.diff import diff_runs, report_table
 from farm.report.integrity import IntegrityRow, integrity_rows
-from farm.report.retries import RetryRow, retry_line, retry_rows
 from farm.report.layout import Column, Table, fmt, fmt_ci, fmt_share, trace_columns
 from farm.report.main_table import MainRow, main_rows, main_table
 from farm.report.planner_table import planner_table, power_fields
 from farm.report.power import PowerOptions
+from farm.report.retries import retries_table, retry_rows
 from farm.report.stats import BootstrapOptions, GroupStats, group_stats
 from farm.report.verdicts import Verdict, verdicts
 
@@ -86,7 +86,6 @@ class ReportContent:
     cost: list[CostRow] = field(default_factory=list)
     parallel: dict[tuple[str, str, str, str], tuple[int, int]] = field(default_factory=dict)
     integrity: list[IntegrityRow] = field(default_factory=list)
-    retries: list[RetryRow] = field(default_factory=list)
     main: list[MainRow] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
 
@@ -102,7 +101,6 @@ def compute(runs: list[RunData], registry: ClaimsRegistry, options: ReportOption
         content.ablation += ablation_rows(run, groups, stats, bopts, options.power_options)
         content.cost += cost_rows(run, groups)
         content.integrity += integrity_rows(run, bopts, groups)
-        content.retries += retry_rows(groups)
         for g in groups:
             content.parallel[(g.run_id, g.benchmark, g.arm, g.model)] = tool_turns(g.trials, run.steps)
     content.verdicts = verdicts(content.stats, registry, options.incomplete_threshold, options.power_options)
@@ -133,7 +131,7 @@ def _tables(c: ReportContent) -> list[Table]:
         *_outcomes_table(c),
         *_error_classes_table(c),
         *_integrity_table(c),
-        *_retries_table(c),
+        *retries_table(retry_rows(c.groups)),
         *_not_run_table(c),
         *_exit_reasons_table(c),
         *_ablation_table(c),
@@ -219,7 +217,6 @@ def _outcomes_table(c: ReportContent) -> list[Table]:
             ],
         )
     )
-
     return tables
 
 
@@ -279,32 +276,6 @@ def _integrity_table(c: ReportContent) -> list[Table]:
         ))
 
     return tables
-
-
-def _retries_table(c: ReportContent) -> list[Table]:
-    """Re-run trials vs first-run ones, only where some attempt was an infra_error."""
-    shown = [r for r in c.retries if r.relevant]
-    if not shown:
-        return []
-    return [Table(
-        "retries", "Retried trials: more than one agent run (infra_error attempts are never scored)",
-        [{**_ident(r), "graded": r.graded, "retried": r.retried, "first_resolved": r.first_resolved,
-          "first_n": r.first_n, "retried_resolved": r.retried_resolved, "infra_attempts": r.infra_attempts,
-          "lost_attempts": r.lost_attempts, "z": r.z, "p_value": r.p, "says": retry_line(r)} for r in shown],
-        [
-            ("benchmark", lambda r: r["benchmark"]),
-            ("arm", lambda r: r["arm"]),
-            ("graded", lambda r: str(r["graded"])),
-            ("re-run", lambda r: str(r["retried"])),
-            ("resolved (first run)", lambda r: f"{r['first_resolved']}/{r['first_n']}"),
-            ("resolved (re-run)", lambda r: f"{r['retried_resolved']}/{r['retried']}"),
-            ("p (2-prop z)", lambda r: fmt(r["p_value"], 3)),
-            ("infra attempts", lambda r: str(r["infra_attempts"])),
-            ("lost", lambda r: str(r["lost_attempts"])),
-            ("says", lambda r: r["says"] or "no trial needed a second agent run"),
-            *trace_columns(),
-        ],
-    )]
 
 
 def _not_run_table(c: ReportContent) -> list[Table]:

@@ -13,8 +13,8 @@ load:
   when ``slow_s`` says so: the request lands later, beside the client's retry).
 
 ``permanent_after`` (a number of write requests) or ``fail_writes()`` turns every later write
-(PUT/POST/DELETE) into a 503 SlowDown for good, to test the end of the retry budget. ``injected`` counts what was done, so a test can check that
-the faults it relies on really happened.
+(PUT/POST/DELETE) into a 503 SlowDown for good, to test the end of the retry budget.
+``injected`` counts what was done, so a test can check that the faults it relies on happened.
 """
 
 from __future__ import annotations
