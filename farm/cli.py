@@ -81,6 +81,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         + (f"; {summary.refused} not run (the task cannot run here: see the report)"
            if summary.refused else "")
         + (f"; answered by {_answered(summary.served)}" if summary.served else "")
+        + (f"; {summary.lost} attempts an earlier invocation started and never recorded are now infra_error "
+           "attempt_lost" if summary.lost else "")
     )
     _print_report(cfg.store.uri, cfg.store.endpoint_url, cfg.store.region, [summary.run_id])
     if loaded is not None:
