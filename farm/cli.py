@@ -30,7 +30,7 @@ def _cfg(args: argparse.Namespace) -> FarmConfig:
     return load_config(list(args.overrides) + strict, config_file=getattr(args, "config", None))
 
 
-EXIT_OK, EXIT_CONFIG, EXIT_PREFLIGHT, EXIT_INFRA, EXIT_BREAKER = 0, 2, 3, 4, 5
+EXIT_OK, EXIT_CONFIG, EXIT_PREFLIGHT, EXIT_INFRA, EXIT_BREAKER, EXIT_STORE = 0, 2, 3, 4, 5, 6
 RUN_EXIT_CODES = f"""exit codes:
   {EXIT_OK}    every trial was graded (resolved / unresolved / model_error), or was refused by the
        backend before it started ("not run" in the report)
@@ -39,6 +39,9 @@ RUN_EXIT_CODES = f"""exit codes:
   {EXIT_INFRA}    some trials are still infra_error after their retries (re-run the command to resume)
   {EXIT_BREAKER}    the circuit breaker stopped the run (run.breaker_consecutive attempts in a row in one
        infra class); the trials it did not finish re-run on resume
+  {EXIT_STORE}    the result store failed for good (S3 still throttling / failing after store.retry_budget_s,
+       a full disk): one line names the bucket or directory and the error; what was committed
+       stays, the trials in flight are recorded as attempt_lost on resume
   130  interrupted"""
 
 STRICT_HELP = "fail if any task fails to load (benchmark.strict=true); default: report them at the end"
@@ -79,6 +82,8 @@ def cmd_run(args: argparse.Namespace) -> int:
            if summary.refused else "")
         + (f"; answered by {_answered(summary.served)}" if summary.served else "")
         + (f"; at most {_peaks(summary.peak_phases)} at once" if summary.peak_phases else "")
+        + (f"; {summary.lost} attempts an earlier invocation started and never recorded are now infra_error "
+           "attempt_lost" if summary.lost else "")
     )
     _print_report(cfg.store.uri, cfg.store.endpoint_url, cfg.store.region, [summary.run_id])
     if loaded is not None:

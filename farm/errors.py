@@ -38,3 +38,11 @@ class UnsupportedTaskError(FarmError, RuntimeError):
 
 class StoreError(FarmError, RuntimeError):
     """The result store could not be read or written."""
+
+
+class StoreWriteError(StoreError):
+    """A write to the result store failed for good: S3 still failing when ``store.retry_budget_s``
+    ran out, or a local store that cannot take the bytes (a full disk). The run stops; what was
+    committed before stays readable, nothing half-written is visible. ``farm run`` exits with 6."""
+
+    exit_code = 6

@@ -59,6 +59,10 @@ class StoreConfig:
     region: Optional[str] = None
     batch_rows: int = 64
     flush_interval_s: float = 5.0
+    # S3: how long one store operation is retried on throttling, 5xx, timeouts and resets
+    # before the run stops (exit 6); and how long one request may take before it is retried
+    retry_budget_s: float = 120.0
+    request_timeout_s: float = 30.0
 
 
 @dataclass

@@ -20,6 +20,7 @@ from farm.report.claims import ClaimsRegistry, load_claims
 from farm.report.data import RunData
 from farm.report.layout import fmt, fmt_ci
 from farm.report.main_table import claim_cell, infra_cell, model_cell
+from farm.report.retries import retry_line, retry_rows
 from farm.report.stats import pooled_rate
 from farm.report.tables import ReportContent, ReportOptions, compute
 
@@ -106,6 +107,9 @@ def summary_table(run: RunData, registry: ClaimsRegistry | None = None,
         if named:
             error_lines.append(escape(f"error classes, {row.benchmark} · {row.arm}: "
                                       + ", ".join(f"{k}={v}" for k, v in named)))
+    # trials that needed a second agent run, and whether they score like the rest (farm/report/retries.py)
+    error_lines += [escape(f"re-run trials, {r.benchmark} · {r.arm}: {retry_line(r)}")
+                    for r in retry_rows(groups) if retry_line(r)]
     warnings = error_lines + [f"[bold yellow]warning:[/bold yellow] {escape(cv.text)}" for cv in image_caveats([run])]
     if not main:
         warnings.insert(0, "no trials")

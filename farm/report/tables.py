@@ -23,6 +23,7 @@ from farm.report.layout import Table, fmt, fmt_ci, trace_columns
 from farm.report.main_table import MainRow, main_rows, main_table
 from farm.report.planner_table import planner_table, power_fields
 from farm.report.power import PowerOptions
+from farm.report.retries import retries_table, retry_rows
 from farm.report.stats import BootstrapOptions, GroupStats, group_stats
 from farm.report.strict import strict_table
 from farm.report.verdicts import Verdict, verdicts
@@ -132,6 +133,7 @@ def _tables(c: ReportContent) -> list[Table]:
         *_error_classes_table(c),
         *strict_table(c.groups, c.stats, c.options.bootstrap_options),
         *_integrity_table(c),
+        *retries_table(retry_rows(c.groups)),
         *_not_run_table(c),
         *_exit_reasons_table(c),
         *_ablation_table(c),
@@ -216,7 +218,6 @@ def _outcomes_table(c: ReportContent) -> list[Table]:
             ],
         )
     )
-
     return tables
 
 

@@ -5,6 +5,15 @@ same command resumes: finished trials are skipped, infra errors and never-finish
 re-run with the next attempt number. Rows are committed by one BatchWriter, after the trial's
 artifacts, so the store never holds a trial row whose artifacts are missing.
 
+Every attempt is admitted in the store (``ResultStore.admit``) before its agent starts. On
+resume, an admitted attempt without a row (the driver was killed, the run stopped while it ran)
+is first recorded as ``infra_error`` / ``attempt_lost``, then the trial is drawn again: a
+second agent run never replaces a first one silently, and the report can say how many trials
+needed more than one (farm/report/retries.py).
+
+A store write that fails for good (S3 past ``store.retry_budget_s``, a full disk: StoreWriteError)
+stops the run like the circuit breaker does; ``farm run`` exits with 6 and one line.
+
 Before the first trial the run is preflighted (farm/run/preflight.py: store writable, every
 arm's endpoint, one sandbox start); a failure raises PreflightError and nothing runs. During
 the run a circuit breaker stops it when ``run.breaker_consecutive`` trial attempts in a row end
@@ -26,15 +35,16 @@ import farm
 from farm.agent.leaf_import import warn_unless_vendor_prompt
 from farm.config import FarmConfig, apply_overrides, conf_dir, config_hash, resolved_agent, to_dict
 from farm.config.arms import Resolver, arms_of, require_arm_endpoints
-from farm.errors import ConfigError, StoreError
+from farm.errors import ConfigError, StoreError, StoreWriteError
 from farm.run.endpoint import PreflightError
 from farm.run.order import order_trials, store_priors
 from farm.run.plan import ResumeState, TrialSpec, build_plan, resume
 from farm.run.preflight import Refusal, check_backends, image_refusals, refusals, refused_outcome, run_preflight
-from farm.run.rows import TrialOutcome, is_unsupported, retryable
+from farm.run.rows import ATTEMPT_LOST, TrialOutcome, base_row, ended_row, is_unsupported, retryable
 from farm.run.serving_facts import ServingFacts, probe_facts
 from farm.run.workers import TrialJob, make_executor
 from farm.store.results import ResultStore
+from farm.store.schema import TRIALS_SCHEMA, TrialResult, to_table
 from farm.store.writer import BatchWriter
 from farm.tasks.benchmark import load_benchmark_tasks
 from farm.tasks.model import Task
@@ -63,6 +73,7 @@ class RunSummary:
     # the most trials at once waiting for a start slot / starting / running / grading, run-wide
     # (farm/run/starts.py); empty when the executor could not say
     peak_phases: dict[str, int] = field(default_factory=dict)
+    lost: int = 0  # admitted attempts of earlier invocations found without a row: recorded attempt_lost
 
     @property
     def infra_left(self) -> int:
@@ -148,8 +159,10 @@ def open_run(cfg: FarmConfig, store: ResultStore, run_id: str, plan: list[TrialS
         "farm_version": farm.__version__,
         "arms": [name for name, _ in arms_of(cfg)],
     }
-    store.write_run_meta(run_id, meta)
+    # the plan first, run.json last: run.json is what makes a run exist for a reader and for
+    # resume, so a run interrupted between the two is simply opened again
     store.write_plan(run_id, [s.plan_row() for s in plan])
+    store.write_run_meta(run_id, meta)
     return meta
 
 
@@ -172,17 +185,22 @@ async def run_experiment(
     plan = build_plan(run_id, tasks, cfg.run.seeds,
                       [(name, a.model.name if resolved_agent(a) == "leaf" else resolved_agent(a)) for name, a in arms])
     store = _open_store(cfg, run_id, plan)
+    arm_cfg = dict(arms)
+    trial_cfg = Resolver(arm_cfg)  # + experiment.per_benchmark: the vendor's budgets differ by benchmark
+    arm_hash = {name: config_hash(a) for name, a in arms}
+    by_task = {(t.benchmark, t.task_id): t for t in tasks}
     rows = store.read_trials(run_id, dedupe=False)
+    lost = lost_attempts(plan, rows, store.read_admitted(run_id), by_task, trial_cfg, arm_hash)
+    if lost:  # committed before any trial is drawn again, so the ledger shows the lost run first
+        store.write_rows("trials", run_id, to_table(lost, TRIALS_SCHEMA))
+        rows = store.read_trials(run_id, dedupe=False)
     state = resume(plan, rows)
     if cfg.run.order != "dataset":
         # earlier runs in the store say how long each task took; off the loop (it reads Parquet)
         priors = await asyncio.to_thread(store_priors, store, run_id)
-        state.todo = order_trials(state.todo, {(t.benchmark, t.task_id): t for t in tasks}, cfg.run.order,
-                                  priors, cfg.agent.max_total_time_s)
+        state.todo = order_trials(state.todo, by_task, cfg.run.order, priors, cfg.agent.max_total_time_s)
     summary = RunSummary(run_id, config_hash(cfg), len(plan), state.finished, store_uri=store.uri)
-    arm_cfg = dict(arms)
-    trial_cfg = Resolver(arm_cfg)  # + experiment.per_benchmark: the vendor's budgets differ by benchmark
-    arm_hash = {name: config_hash(a) for name, a in arms}
+    summary.lost = len(lost)
     for name, acfg in arms:
         if resolved_agent(acfg) == "leaf" and not acfg.model.base_url:
             raise ConfigError(f"arm {name!r}: the leaf policy needs model.base_url (or serve.enabled=true)")
@@ -197,8 +215,8 @@ async def run_experiment(
 
     # what served each arm (revision, engine, version, cache mode): asked once, on every row
     serving = {name: await probe_facts(acfg) for name, acfg in arms}
-    pool = _Pool(cfg, store, state, summary, {(t.benchmark, t.task_id): t for t in tasks}, arm_cfg, trial_cfg,
-                 arm_hash, refused, latest_class, progress, serving)
+    pool = _Pool(cfg, store, state, summary, by_task, arm_cfg, trial_cfg, arm_hash, refused, latest_class, progress,
+                 serving)
     if progress:
         progress("plan", len(state.todo))
     await pool.drive()
@@ -208,17 +226,41 @@ async def run_experiment(
     return summary
 
 
+def lost_attempts(plan: list[TrialSpec], trials: Any, admitted: set[tuple[str, int]],
+                  by_task: dict[tuple[str, str], Task], trial_cfg: Resolver,
+                  arm_hash: dict[str, str]) -> list[TrialResult]:
+    """One ``infra_error`` / ``attempt_lost`` row per admitted attempt of a planned trial that has no row."""
+    have = set(zip(trials.column("trial_key").to_pylist(), trials.column("attempt").to_pylist())) \
+        if trials.num_rows else set()
+    specs = {s.trial_key: s for s in plan}
+    out = []
+    for key, attempt in sorted(admitted - have):
+        spec = specs.get(key)
+        task = by_task.get((spec.benchmark, spec.task_id)) if spec else None
+        if spec is None or task is None:
+            continue  # not in this invocation's plan: nothing will draw it again
+        row = base_row(spec, attempt, trial_cfg(spec.arm, spec.benchmark), task, uid="lost",
+                       chash=arm_hash.get(spec.arm))
+        out.append(ended_row(row, ATTEMPT_LOST, f"attempt {attempt} was admitted (its agent started) but no row "
+                                                "was committed: the driver stopped before it ended"))
+    return out
+
+
 def _open_store(cfg: FarmConfig, run_id: str, plan: list[TrialSpec]) -> ResultStore:
     """The run's store, with the run's metadata and plan written (or checked, on resume).
 
     Raises:
         PreflightError: the store cannot be written.
+        StoreWriteError: S3 kept failing past store.retry_budget_s (exit 6, like a failure mid-run).
     """
     try:
-        store = ResultStore.open(cfg.store.uri, cfg.store.endpoint_url, cfg.store.region)
+        store = ResultStore.open(cfg.store.uri, cfg.store.endpoint_url, cfg.store.region,
+                                 retry_budget_s=cfg.store.retry_budget_s, request_timeout_s=cfg.store.request_timeout_s)
         open_run(cfg, store, run_id, plan)
         if cfg.run.preflight:
             store.write_heartbeat(run_id, {"host": socket.gethostname(), "pid": os.getpid(), "preflight": True})
+    except StoreWriteError:
+        raise
     except (StoreError, OSError) as exc:
         raise PreflightError(f"preflight: store.uri={cfg.store.uri!r} is not writable: {exc}") from None
     return store
@@ -243,6 +285,7 @@ class _Pool:
         self.refused, self.latest_class, self.progress = refused, latest_class, progress
         self.serving = serving or {}
         self.breaker = Breaker(cfg.run.breaker_consecutive)
+        self.store_failed: StoreWriteError | None = None  # the store gave up: the run stops
         self.finished: set[str] = set()
         self.writer = BatchWriter(store, self.run_id, cfg.store.batch_rows, cfg.store.flush_interval_s)
         self.executor = make_executor(cfg)
@@ -273,6 +316,10 @@ class _Pool:
         job = TrialJob(spec, self.by_task[(spec.benchmark, spec.task_id)], self.trial_cfg(spec.arm, spec.benchmark),
                        self.state.next_attempt[spec.trial_key] + i, self.arm_hash[spec.arm],
                        self.serving.get(spec.arm))
+        # admitted before the agent starts: if this process dies now, resume finds the admission
+        # without a row and records the attempt as lost instead of silently drawing it again
+        await asyncio.to_thread(self.store.admit, self.run_id, spec.trial_key, job.attempt,
+                                {"host": socket.gethostname(), "pid": os.getpid()})
         if self.progress:
             self.progress("start", None)
         outcome = await self.executor.submit(job)
@@ -325,7 +372,7 @@ class _Pool:
 
     async def runner(self) -> None:
         loop = asyncio.get_running_loop()
-        while self.breaker.reason is None:
+        while self.breaker.reason is None and self.store_failed is None:
             item = await self.queue.get()
             if item is None:
                 return
@@ -341,6 +388,11 @@ class _Pool:
             except Exception as exc:  # noqa: BLE001 - raised after the others finish, as gather did
                 self.errors.append(exc)
                 last = True
+                if isinstance(exc, StoreWriteError) and self.store_failed is None:
+                    # nothing more can be committed: stop the trials in flight (no row; their
+                    # admissions make resume record them as attempt_lost)
+                    self.store_failed = exc
+                    self.trip()
             if last:
                 self.done_one()
             else:
@@ -370,8 +422,11 @@ class _Pool:
             if todo:
                 self.runners.extend(asyncio.create_task(self.runner()) for _ in range(n_runners))
                 results = await asyncio.gather(*self.runners, return_exceptions=True)
+                stopped = self.breaker.reason is not None or self.store_failed is not None
                 self.errors += [r for r in results if isinstance(r, BaseException)
-                                and not (self.breaker.reason is not None and isinstance(r, asyncio.CancelledError))]
+                                and not (stopped and isinstance(r, asyncio.CancelledError))]
+            if self.store_failed is not None:
+                raise self.store_failed
             if self.errors:
                 raise self.errors[0]
         finally:

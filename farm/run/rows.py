@@ -39,6 +39,9 @@ PATCH_CAPTURE = "patch_capture"
 INTERNAL_ERROR = "internal_error"
 # the process running the trial died (a Ray actor lost): written by the driver's executor
 WORKER_LOST = "worker_lost"
+# an attempt admitted (its agent started) that never got a row: the driver died or the run was
+# stopped while it ran. Written on resume, before the trial is drawn again (farm/run/driver.py)
+ATTEMPT_LOST = "attempt_lost"
 # the endpoint answered with something that is not a chat completion (status model_error too)
 MODEL_ERROR = "model_error"
 # the endpoint failed after the SDK's retries; the sandbox failed under a tool call. Both are

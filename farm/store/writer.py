@@ -5,6 +5,12 @@ one writer per run batches rows and commits a file when ``batch_rows`` trials ar
 ``flush_interval_s`` has passed. Steps of a batch are committed before its trials, so a trial
 row that exists always has its steps; a crash loses only unflushed rows, whose trials are then
 simply not finished and get re-run on resume (never double-counted).
+
+A batch that failed to commit keeps its file name (its token) and its rows: the next flush
+writes exactly the same files again, so a PUT that landed although its answer was lost is
+overwritten, never duplicated. Once S3 gave up for good (StoreWriteError: past
+``store.retry_budget_s``) the writer is broken: later flushes raise the same error
+at once instead of waiting out the budget again while the run stops.
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from farm.store.results import ResultStore
+from farm.errors import StoreWriteError
+from farm.store.results import ResultStore, new_token
 from farm.store.schema import STEPS_SCHEMA, TRIALS_SCHEMA, StepRow, TrialResult, to_table
 
 
@@ -24,6 +31,14 @@ class WriterStats:
     steps: int = 0
     flushes: int = 0
     errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Batch:
+    token: str  # names its steps file and its trials file, the same on every try
+    trials: list[TrialResult]
+    steps: list[StepRow]
+    steps_done: bool = False
 
 
 class BatchWriter:
@@ -38,6 +53,8 @@ class BatchWriter:
         self._steps: list[StepRow] = []
         self._lock = threading.Lock()
         self._last_flush = time.monotonic()
+        self._failed: list[_Batch] = []  # batches whose commit failed, retried first, unchanged
+        self.broken: StoreWriteError | None = None
         self.stats = WriterStats()
 
     def add(self, result: TrialResult, steps: list[StepRow] | None = None) -> bool:
@@ -54,37 +71,48 @@ class BatchWriter:
         return False
 
     def flush(self) -> int:
-        """Commit everything buffered; returns the number of trial rows committed."""
+        """Commit everything buffered; returns the number of trial rows committed.
+
+        Raises:
+            StoreWriteError: the store gave up (now or on an earlier flush); the rows stay buffered.
+        """
         with self._lock:
-            trials, steps = self._trials, self._steps
-            self._trials, self._steps = [], []
+            if self.broken is not None:
+                raise self.broken
+            batches = self._failed
+            if self._trials or self._steps:
+                batches = [*batches, _Batch(new_token(), self._trials, self._steps)]
+            self._trials, self._steps, self._failed = [], [], []
             self._last_flush = time.monotonic()
-            if not trials and not steps:
-                return 0
-            steps_done = False
-            try:
-                if steps:
-                    self.store.write_rows("steps", self.run_id, to_table(steps, STEPS_SCHEMA))
-                    self.stats.files += 1
-                    self.stats.steps += len(steps)
-                steps_done = True
-                if trials:
-                    self.store.write_rows("trials", self.run_id, to_table(trials, TRIALS_SCHEMA))
-                    self.stats.files += 1
-            except Exception:
-                # keep the rows so that a later flush retries them; the caller sees the error.
-                # Steps already committed are not written twice: their trials still follow them.
-                self._trials = trials + self._trials
-                if not steps_done:
-                    self._steps = steps + self._steps
-                raise
-            self.stats.trials += len(trials)
-            self.stats.flushes += 1
-            return len(trials)
+            committed = 0
+            for n, batch in enumerate(batches):
+                try:
+                    self._commit(batch)
+                except Exception as exc:
+                    # keep this batch and the ones after it, as they are, for a later flush
+                    self._failed = batches[n:]
+                    if isinstance(exc, StoreWriteError) and not self.store.is_local:
+                        self.broken = exc  # S3 past its retry budget: do not wait it out again
+                    raise
+                committed += len(batch.trials)
+            if batches:
+                self.stats.flushes += 1
+            return committed
+
+    def _commit(self, batch: _Batch) -> None:
+        if batch.steps and not batch.steps_done:
+            self.store.write_rows("steps", self.run_id, to_table(batch.steps, STEPS_SCHEMA), token=batch.token)
+            self.stats.files += 1
+            self.stats.steps += len(batch.steps)
+        batch.steps_done = True  # steps committed are not written again: their trials still follow them
+        if batch.trials:
+            self.store.write_rows("trials", self.run_id, to_table(batch.trials, TRIALS_SCHEMA), token=batch.token)
+            self.stats.files += 1
+        self.stats.trials += len(batch.trials)
 
     def pending(self) -> int:
         with self._lock:
-            return len(self._trials)
+            return len(self._trials) + sum(len(b.trials) for b in self._failed)
 
     def close(self) -> None:
         self.flush()
