@@ -71,7 +71,7 @@ async def test_open_sandbox_applies_the_local_section_and_states_its_capabilitie
     cfg = SandboxConfig(backend="local", local=LocalSandboxConfig(root_dir=str(tmp_path / "root"),
                                                                   allow_any_image=True, limits=False))
     sb = open_sandbox(make_task(image="someone/thing:tag"), cfg, network="no-network", run_id="r", trial_key="k")
-    assert sb.capabilities == Capabilities(set_network=False, isolated_commands=True)
+    assert sb.capabilities == Capabilities(set_network=False, isolated_commands=True, private_verifier=True)
     await sb.start()  # allow_any_image: the section reached the sandbox
     try:
         assert sb.stats.extra["limits"] == "disabled"
