@@ -235,7 +235,7 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
         env = variables | env  # the task's own verifier variables win
     files: dict[str, bytes] | None = None  # /logs/verifier as only the verifier saw it
     flags: list[str] = []
-    if sandbox.capabilities.private_verifier:
+    if getattr(getattr(sandbox, "capabilities", None), "private_verifier", False):
         # out of reach of every process the agent left running (they stay: the tests may query them)
         private: VerifierRun = await sandbox.run_verifier(  # type: ignore[attr-defined]
             prefix + "bash /tests/test.sh", timeout_s=task.verifier_timeout_s, cwd=task.workdir,
@@ -248,6 +248,12 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
                                flags=[VERIFIER_FILES_FLAG])
         if files is None and not run.timed_out:
             header += f"[farm verifier] no private namespace ({private.why}): ran like a command\n"
+        linked = bool(files) and (await sandbox.exec(
+            "[ -L /logs ] || [ -L /logs/verifier ] && echo linked", timeout_s=60, cwd="/")).stdout.strip() == "linked"
+        for name, data in (files or {}).items() if not linked else ():
+            # a copy where the verifier's results used to be, for whoever inspects the sandbox;
+            # the verdict is read from ``files``, which no agent process could touch
+            await sandbox.write_file(f"{VERIFIER_LOGS}/{name}", data)
     else:
         run = await sandbox.exec(
             prefix + "bash /tests/test.sh",

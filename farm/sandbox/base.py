@@ -65,7 +65,8 @@ class Capabilities:
 @dataclass
 class VerifierRun:
     """What ``run_verifier`` returns: the run, and the files it left in its private
-    /logs/verifier (None where no private namespace could be made: ``why`` says why)."""
+    /logs/verifier (None where no private namespace could be made: ``why`` says why; empty where
+    the run timed out or its report was lost, since then nothing outside it can be trusted)."""
 
     result: ExecResult
     files: dict[str, bytes] | None

@@ -85,8 +85,8 @@ class ChannelSandboxMixin:
                             output_bytes=int(res.get("output_bytes", 0)))
         report = res.get("verifier")
         if not isinstance(report, dict):
-            why = "timed out" if result.timed_out else "verifier_ns.py reported nothing"
-            return VerifierRun(result, None, why)
+            # it may have run privately and died before reporting: nothing outside is to be trusted
+            return VerifierRun(result, {}, "timed out" if result.timed_out else "verifier_ns.py reported nothing")
         if not report.get("private"):
             return VerifierRun(result, None, str(report.get("why") or "no private namespace"),
                                bool(report.get("redirected")))

@@ -30,6 +30,8 @@ def test_a_changed_system_executable_is_a_trojan_an_added_tool_is_not() -> None:
     "/usr/local/lib/python3.11/site-packages/conftest.py",
     "/opt/venv/lib/python3.12/site-packages/x.pth",
     "/etc/python3.11/sitecustomize.py",
+    "/conftest.py",
+    "/pytest.ini",
 ])
 def test_an_import_hook_in_a_system_site_is_a_trojan(path: str) -> None:
     assert system_tamper([("A", path)]) == [path]

@@ -66,6 +66,6 @@ async def test_a_timed_out_verifier_is_killed_and_says_so(sandbox_root: Path) ->
     async with LocalSandbox(make_task(), root_dir=sandbox_root) as sb:
         await sb.exec("mkdir -p /tests /logs/verifier")
         run = await sb.run_verifier("sleep 30", timeout_s=1)
-        assert run.result.timed_out and run.files is None
+        assert run.result.timed_out and run.files == {}
         assert (await sb.exec("pgrep -x sleep || echo none")).stdout.strip() == "none"
 
