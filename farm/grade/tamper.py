@@ -86,10 +86,9 @@ async def verifier_tamper(sandbox: Sandbox) -> tuple[list[str], str]:
     if found:
         flags.append(VERIFIER_FILES)
         notes.append("verifier paths: " + "; ".join(found))
-    changes = getattr(sandbox, "system_changes", None)
-    if changes is not None:
+    if sandbox.capabilities.system_diff:
         try:
-            listed = await changes()
+            listed = await sandbox.system_changes()  # type: ignore[attr-defined]
         except SandboxError as exc:  # the check is lost, not the trial: say so in the evidence
             notes.append(f"system paths not checked: {exc}")
             listed = []

@@ -60,6 +60,9 @@ class Capabilities:
     # /logs/verifier no agent process can see, outside the agent's PID namespace
     # (inside/verifier_ns.py; ``run_verifier``); where False, the verifier runs like a command
     private_verifier: bool = False
+    # ``system_changes()`` lists what changed against the task's image (``podman diff``), for the
+    # system-tamper check before in-place grading (farm/grade/tamper.py)
+    system_diff: bool = False
 
 
 @dataclass

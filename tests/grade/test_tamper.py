@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from farm.grade.tamper import SYSTEM_TAMPER, VERIFIER_FILES, system_tamper, verifier_tamper
+from farm.sandbox.base import Capabilities, ExecResult, SandboxError
 from farm.sandbox.local.sandbox import LocalSandbox
 from tests.support.tasks import make_task
 
@@ -67,3 +68,32 @@ async def test_writes_to_the_verifiers_paths_are_flagged(tmp_path: Path, attack:
     assert flags == ([VERIFIER_FILES] if flagged else [])
     assert SYSTEM_TAMPER not in flags  # bwrap: system paths are read-only, nothing to list
     assert bool(evidence) is flagged
+
+
+class _Diffed:
+    """A container's view for verifier_tamper: the probe's output and what `podman diff` lists."""
+
+    def __init__(self, probe: str, changes: list[tuple[str, str]] | Exception) -> None:
+        self.capabilities = Capabilities(system_diff=True)
+        self.probe, self.changes = probe, changes
+
+    async def exec(self, command: str, **kw: object) -> ExecResult:
+        return ExecResult(0, stdout=self.probe)
+
+    async def system_changes(self) -> list[tuple[str, str]]:
+        if isinstance(self.changes, Exception):
+            raise self.changes
+        return self.changes
+
+
+async def test_a_container_trojan_is_flagged_with_its_evidence() -> None:
+    sb = _Diffed("", [("C", "/usr/local/bin"), ("A", "/usr/local/bin/python3"), ("A", "/app/answer.txt")])
+    flags, evidence = await verifier_tamper(sb)  # type: ignore[arg-type]
+    assert flags == [SYSTEM_TAMPER] and evidence.endswith("/usr/local/bin/python3")
+
+
+async def test_both_flags_and_a_lost_diff_is_said_not_flagged() -> None:
+    flags, evidence = await verifier_tamper(_Diffed("written /logs/verifier/reward.txt\n",  # type: ignore[arg-type]
+                                                    SandboxError("container gone")))
+    assert flags == [VERIFIER_FILES]
+    assert "/logs/verifier/reward.txt" in evidence and "system paths not checked: container gone" in evidence

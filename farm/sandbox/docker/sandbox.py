@@ -81,7 +81,7 @@ def run_args(pod: dict[str, Any], volume: str, network: NetworkMode, cfg: Docker
 class ContainerSandbox(RelaySandbox):
     backend = "docker"
     # run_args grants the jail's caps, which also make the verifier's mount namespace (inside/verifier_ns.py)
-    capabilities = Capabilities(isolated_commands=True, private_verifier=True)
+    capabilities = Capabilities(isolated_commands=True, private_verifier=True, system_diff=True)
     cfg: DockerSandboxConfig
 
     def __init__(self, task: Task, cfg: DockerSandboxConfig, *, run_id: str, trial_key: str, attempt: int = 0,
