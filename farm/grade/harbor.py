@@ -246,8 +246,10 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
             # raced the verifier; it never ran
             return GradeResult(0.0, False, header + private.why, None, None, time.monotonic() - t0, stage_s,
                                flags=[VERIFIER_FILES_FLAG])
-        if files is None and not run.timed_out:
+        if files is None:
             header += f"[farm verifier] no private namespace ({private.why}): ran like a command\n"
+        elif private.why and not run.timed_out:
+            header += f"[farm verifier] {private.why}\n"
         linked = bool(files) and (await sandbox.exec(
             "[ -L /logs ] || [ -L /logs/verifier ] && echo linked", timeout_s=60, cwd="/")).stdout.strip() == "linked"
         for name, data in (files or {}).items() if not linked else ():

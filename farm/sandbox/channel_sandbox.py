@@ -87,9 +87,10 @@ class ChannelSandboxMixin:
         if not isinstance(report, dict):
             # it may have run privately and died before reporting: nothing outside is to be trusted
             return VerifierRun(result, {}, "timed out" if result.timed_out else "verifier_ns.py reported nothing")
+        if report.get("failed"):  # it did not run: nothing in /logs/verifier is the verifier's
+            return VerifierRun(result, {}, str(report.get("why")), bool(report.get("redirected")))
         if not report.get("private"):
-            return VerifierRun(result, None, str(report.get("why") or "no private namespace"),
-                               bool(report.get("redirected")))
+            return VerifierRun(result, None, str(report.get("why") or "no private namespace"))
         files = {str(k): base64.b64decode(v) for k, v in (report.get("files") or {}).items()}
         return VerifierRun(result, files)
 

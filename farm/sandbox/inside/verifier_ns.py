@@ -123,7 +123,9 @@ def run(caps, cwd, argv):  # pragma: no mutate block (its own process)
     try:
         why = make_private(libc)
     except (OSError, ValueError) as e:
-        report.update(private=False, redirected=True, why=str(e))
+        # a redirected path (the agent's doing), or a set-up that broke half-way: never run
+        # the verifier where its results could be anyone's
+        report.update(private=False, failed=True, redirected=isinstance(e, ValueError), why=str(e))
         sys.stderr.write(MARKER + json.dumps(report) + "\n")
         return 125
     if why:

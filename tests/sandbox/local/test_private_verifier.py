@@ -58,7 +58,7 @@ async def test_a_redirected_results_directory_is_refused(sandbox_root: Path) -> 
         await sb.exec("mkdir -p /tests /tmp/fake && rm -rf /logs/verifier && mkdir -p /logs && "
                       "ln -s /tmp/fake /logs/verifier")
         run = await sb.run_verifier("echo ran", timeout_s=30)
-        assert run.redirected and run.files is None and "ran" not in run.result.stdout
+        assert run.redirected and run.files == {} and "ran" not in run.result.stdout
         assert "/logs/verifier" in run.why
 
 
