@@ -67,6 +67,13 @@ lint: setup
 clean:
 	rm -rf $(VENV) farm-results .pytest_cache
 
+# The red-team suite (tests/redteam: scripted attacks against every grader, on bwrap and podman),
+# then its table of outcomes into docs/integrity.md (scripts/integrity_table.py)
+.PHONY: integrity-table
+integrity-table: test-setup
+	-$(PY) -m pytest -q -m "integration or not integration" tests/redteam
+	$(PY) scripts/integrity_table.py
+
 # Mutation testing (docs/testing.md): mutmut over grading, plan, store, agent loop and tool
 # execution, report statistics and the sandbox agent; fails below 90 %. Takes ~1 h on 2 shared
 # cores with one child; MUTATION_CHILDREN=2 halves it on a quiet machine.

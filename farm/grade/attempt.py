@@ -16,6 +16,7 @@ from dataclasses import replace
 from farm.config import FarmConfig
 from farm.grade.harbor import VERIFIER_SETUP, GradeResult, run_harbor_verifier
 from farm.grade.patch import apply_patch
+from farm.grade.tamper import verifier_tamper
 from farm.sandbox.base import Sandbox
 from farm.store.schema import TrialResult
 from farm.tasks.model import Task
@@ -145,10 +146,17 @@ async def grade_attempt(task: Task, cfg: FarmConfig, sandbox: Sandbox, patch: st
     mode = grading_mode(task, cfg, sandbox)
     row.grading_mode = mode
     in_place: Sandbox | None = sandbox
+    flags: list[str] = []
     if mode == "fresh":
         await close_quietly(sandbox)  # free its resources before the verifier's sandbox starts
         in_place = None
+    elif task.verifier.protocol != "patcheval":
+        # before the verifier wipes /logs/verifier: what the agent did to what it relies on
+        flags, evidence = await verifier_tamper(sandbox)
+        if evidence:
+            artifacts["verifier-tamper.txt"] = evidence.encode("utf-8", errors="replace")
     grade, outputs = await grade_retrying(task, cfg, in_place, patch, factory, used)
+    flags += [f for f in grade.flags if f not in flags]
     _keep_outputs(artifacts, outputs, lambda i: "verifier.txt" if i == 1 else f"verifier-{i}.txt")
     row.verifier_runs = grade.runs
     row.verify_s = grade.duration_s
@@ -163,8 +171,12 @@ async def grade_attempt(task: Task, cfg: FarmConfig, sandbox: Sandbox, patch: st
         # resolved where the agent worked, not from its patch alone: something outside the
         # patch (a process, an ignored file, the environment) made the difference
         row.tamper_suspect = grade.valid and grade.resolved and fresh.valid and not fresh.resolved
-        if row.tamper_suspect and cfg.grade.tamper_fails:
-            # strict: what the patch alone does not resolve is not resolved (the in-place
-            # reward stays on the row, the verdict does not count it)
-            return replace(grade, resolved=False)
+    if flags:
+        # kept by the trial's hack scan (farm/run/trial.py); a suspect whatever its verdict
+        row.hack_flags = [*row.hack_flags, *(f for f in flags if f not in row.hack_flags)]
+        row.tamper_suspect = True
+    if row.tamper_suspect and cfg.grade.tamper_fails:
+        # strict: a suspect is not resolved (the in-place reward stays on the row, the verdict
+        # does not count it)
+        return replace(grade, resolved=False)
     return grade

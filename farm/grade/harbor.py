@@ -21,16 +21,20 @@ import shlex
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from farm.config import VerifierCacheConfig
 from farm.grade.verifier_cache import STAGE_DIR, CacheError, Manifest, load_manifest, wheels_for
 from farm.grade.verifier_setup import classify
-from farm.sandbox.base import Sandbox
+from farm.sandbox.base import Sandbox, VerifierRun
 from farm.tasks.model import Task
 
 VERIFIER_OUTPUT_CAP = 1 << 20
+VERIFIER_LOGS = "/logs/verifier"
+# an agent process replaced /tests or /logs/verifier by a link while the verifier started
+VERIFIER_FILES_FLAG = "verifier_files@verifier"
 
 # error classes of a verdict without a valid reward (GradeResult.error_class; a trial records
 # them as infra_error): the task ships no tests/; the verifier's own set-up failed
@@ -54,6 +58,8 @@ class GradeResult:
     duration_s: float = 0.0
     stage_s: float | None = None  # time spent uploading and placing the verifier cache
     runs: int = 1  # verifier runs behind this result (>1: verifier-only retries, farm/grade/attempt.py)
+    # what the verifier's run itself found tampered with ("<rule>@verifier", farm/grade/tamper.py)
+    flags: list[str] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
@@ -227,24 +233,56 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
         except CacheError as exc:
             return GradeResult(None, False, "", VERIFIER_CACHE, str(exc), time.monotonic() - t0)
         env = variables | env  # the task's own verifier variables win
-    run = await sandbox.exec(
-        prefix + "bash /tests/test.sh",
-        timeout_s=task.verifier_timeout_s,
-        cwd=task.workdir,
-        env=env or None,
-        merge_stderr=True,
-        output_cap=VERIFIER_OUTPUT_CAP,
-    )
+    files: dict[str, bytes] | None = None  # /logs/verifier as only the verifier saw it
+    flags: list[str] = []
+    if getattr(getattr(sandbox, "capabilities", None), "private_verifier", False):
+        # out of reach of every process the agent left running (they stay: the tests may query them)
+        private: VerifierRun = await sandbox.run_verifier(  # type: ignore[attr-defined]
+            prefix + "bash /tests/test.sh", timeout_s=task.verifier_timeout_s, cwd=task.workdir,
+            env=env or None, output_cap=VERIFIER_OUTPUT_CAP)
+        run, files = private.result, private.files
+        if private.redirected:
+            # /tests or /logs/verifier became a link after the prep removed them: an agent process
+            # raced the verifier; it never ran
+            return GradeResult(0.0, False, header + private.why, None, None, time.monotonic() - t0, stage_s,
+                               flags=[VERIFIER_FILES_FLAG])
+        if files is None:
+            header += f"[farm verifier] no private namespace ({private.why}): ran like a command\n"
+        elif private.why and not run.timed_out:
+            header += f"[farm verifier] {private.why}\n"
+        linked = bool(files) and (await sandbox.exec(
+            "[ -L /logs ] || [ -L /logs/verifier ] && echo linked", timeout_s=60, cwd="/")).stdout.strip() == "linked"
+        for name, data in (files or {}).items() if not linked else ():
+            # a copy where the verifier's results used to be, for whoever inspects the sandbox;
+            # the verdict is read from ``files``, which no agent process could touch
+            await sandbox.write_file(f"{VERIFIER_LOGS}/{name}", data)
+    else:
+        run = await sandbox.exec(
+            prefix + "bash /tests/test.sh",
+            timeout_s=task.verifier_timeout_s,
+            cwd=task.workdir,
+            env=env or None,
+            merge_stderr=True,
+            output_cap=VERIFIER_OUTPUT_CAP,
+        )
     output = header + run.output
+
+    async def read(path: str) -> str | None:
+        if files is None:
+            return await _read_optional(sandbox, path)
+        if not path.startswith(VERIFIER_LOGS + "/"):
+            return None
+        data = files.get(path[len(VERIFIER_LOGS) + 1:])
+        return None if data is None else data.decode("utf-8", errors="replace")
 
     def result(reward: float | None, error_class: str | None = None, error: str | None = None) -> GradeResult:
         return GradeResult(reward, reward is not None and reward >= 1.0, output, error_class, error,
-                           time.monotonic() - t0, stage_s)
+                           time.monotonic() - t0, stage_s, flags=flags)
 
     if run.timed_out:
         return result(None, VERIFIER_TIMEOUT, f"tests/test.sh did not finish within {task.verifier_timeout_s:g}s")
     if task.verifier.protocol == "swebench":
-        reward, error_class, error, summary = await _swebench_reward(task, sandbox)
+        reward, error_class, error, summary = await _swebench_reward(task, read)
         output += summary + "\n"
         return result(reward, error_class, error)
     marker = task.verifier.success_marker
@@ -253,26 +291,31 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
                                        f"verifier output lacks the success marker {marker!r}"))
     try:
         reward = parse_reward(
-            await _read_optional(sandbox, "/logs/verifier/reward.json"),
-            await _read_optional(sandbox, "/logs/verifier/reward.txt"),
+            await read("/logs/verifier/reward.json"),
+            await read("/logs/verifier/reward.txt"),
         )
     except RewardError as exc:
         return result(None, *_setup_or(run.output, VERIFIER_NO_REWARD, str(exc)))
     if reward < 1.0:
-        ctrf = await sandbox.stat("/logs/verifier/ctrf.json")
-        verdict = classify(run.output, reward, ctrf_present=ctrf.exists and not ctrf.is_dir)
+        if files is None:
+            ctrf = await sandbox.stat("/logs/verifier/ctrf.json")
+            ctrf_present = ctrf.exists and not ctrf.is_dir
+        else:
+            ctrf_present = "ctrf.json" in files
+        verdict = classify(run.output, reward, ctrf_present=ctrf_present)
         if verdict is not None:
             return result(None, VERIFIER_SETUP, f"the verifier's set-up failed before any test ran "
                           f"(it wrote reward {reward:g}; {verdict.kind}): {verdict.evidence}")
     return result(reward)
 
 
-async def _swebench_reward(task: Task, sandbox: Sandbox) -> tuple[float | None, str | None, str | None, str]:
+async def _swebench_reward(task: Task, read: Callable[[str], Awaitable[str | None]]
+                           ) -> tuple[float | None, str | None, str | None, str]:
     """The swebench package's verdict on the test log eval.sh wrote (farm/grade/swebench.py)."""
     from farm.grade.swebench import grade_log
     from farm.tasks.swebench.task_dir import TEST_LOG
 
-    log = await _read_optional(sandbox, TEST_LOG)
+    log = await read(TEST_LOG)
     if log is None:
         return None, VERIFIER_NO_REWARD, f"the evaluation script wrote no {TEST_LOG}", ""
     verdict = grade_log(task.metadata["swebench"], log)  # type: ignore[arg-type]

@@ -90,9 +90,10 @@ class _Attempt:
             # so not stripped), reading it is no shortcut; an explicit setting keeps the rule
             auto_kept = self.cfg.benchmark.strip_history is None and not self.strip
             skip = ("git_history",) if auto_kept else ()
-            flags = scan_trial(self.steps, patch, policy=self.policy, base_commit=row.base_commit, skip=skip,
-                               tests=task_test_files(self.task))
-            row.hack_flags = [f.label() for f in flags]
+            scanned = [f.label() for f in scan_trial(self.steps, patch, policy=self.policy, base_commit=row.base_commit,
+                                                     skip=skip, tests=task_test_files(self.task))]
+            # what grading found before the verifier ran (farm/grade/tamper.py) stays
+            row.hack_flags = scanned + [f for f in row.hack_flags if f.endswith("@verifier") and f not in scanned]
         row.status = status
         row.error_class = error_class
         row.error = error

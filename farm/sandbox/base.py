@@ -56,6 +56,25 @@ class Capabilities:
     # the agent's commands run in a PID namespace the sandbox agent is outside of, so that no
     # command can kill it (inside/jail.py); stats.isolation says whether it took effect
     isolated_commands: bool = False
+    # the in-place verifier can run in a mount namespace of its own, with a /tests and a
+    # /logs/verifier no agent process can see, outside the agent's PID namespace
+    # (inside/verifier_ns.py; ``run_verifier``); where False, the verifier runs like a command
+    private_verifier: bool = False
+    # ``system_changes()`` lists what changed against the task's image (``podman diff``), for the
+    # system-tamper check before in-place grading (farm/grade/tamper.py)
+    system_diff: bool = False
+
+
+@dataclass
+class VerifierRun:
+    """What ``run_verifier`` returns: the run, and the files it left in its private
+    /logs/verifier (None where no private namespace could be made: ``why`` says why; empty where
+    the run timed out or its report was lost, since then nothing outside it can be trusted)."""
+
+    result: ExecResult
+    files: dict[str, bytes] | None
+    why: str = ""
+    redirected: bool = False  # /tests or /logs/verifier was replaced by a link as it started
 
 
 @dataclass

@@ -9,6 +9,7 @@ closed/not started), ``_env`` (the image's environment after the build steps), `
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,9 @@ from farm.sandbox.base import (
     StatResult,
     ToolRequest,
     ToolResponse,
+    VerifierRun,
 )
-from farm.sandbox.channel import Channel
+from farm.sandbox.channel import DEFAULT_OUTPUT_CAP, EXEC_GRACE_S, Channel
 
 
 class ChannelSandboxMixin:
@@ -58,6 +60,39 @@ class ChannelSandboxMixin:
             return await ch.exec(command, timeout_s, cwd or self._workdir, merged or None, merge_stderr, output_cap)
         finally:
             self._count(ch)
+
+    async def run_verifier(self, command: str, timeout_s: float, cwd: str | None = None,
+                           env: Mapping[str, str] | None = None, output_cap: int | None = None) -> VerifierRun:
+        """Run the in-place verifier in a mount namespace of its own, outside the agent's PID
+        namespace, with a private tmpfs over /tests (a copy of what was uploaded) and over
+        /logs/verifier (inside/verifier_ns.py); stderr is merged into stdout.
+
+        Raises:
+            CapabilityError: the backend cannot (``capabilities.private_verifier`` is False).
+            SandboxError: the channel broke.
+        """
+        if not self.capabilities.private_verifier:
+            raise CapabilityError(f"{type(self).__name__} cannot run a private verifier")
+        merged = {**self._env, **(env or {})}
+        res = await self._request("exec", {
+            "command": command, "timeout_s": float(timeout_s), "cwd": cwd or self._workdir,
+            "env": merged or None, "merge_stderr": False,
+            "output_cap": DEFAULT_OUTPUT_CAP if output_cap is None else int(output_cap),
+            "private_verifier": True}, timeout=float(timeout_s) + EXEC_GRACE_S)
+        result = ExecResult(exit_code=int(res["exit_code"]), stdout=res.get("stdout", ""),
+                            stderr=res.get("stderr", ""), timed_out=bool(res.get("timed_out", False)),
+                            duration_s=float(res.get("duration_s", 0.0)), truncated=bool(res.get("truncated")),
+                            output_bytes=int(res.get("output_bytes", 0)))
+        report = res.get("verifier")
+        if not isinstance(report, dict):
+            # it may have run privately and died before reporting: nothing outside is to be trusted
+            return VerifierRun(result, {}, "timed out" if result.timed_out else "verifier_ns.py reported nothing")
+        if report.get("failed"):  # it did not run: nothing in /logs/verifier is the verifier's
+            return VerifierRun(result, {}, str(report.get("why")), bool(report.get("redirected")))
+        if not report.get("private"):
+            return VerifierRun(result, None, str(report.get("why") or "no private namespace"))
+        files = {str(k): base64.b64decode(v) for k, v in (report.get("files") or {}).items()}
+        return VerifierRun(result, files)
 
     async def read_file(self, path: str) -> bytes:
         ch = self._ch()

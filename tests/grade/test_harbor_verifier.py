@@ -171,3 +171,14 @@ async def test_a_file_or_symlink_the_agent_put_at_the_verifier_paths_is_replaced
 def test_grade_result_validity() -> None:
     assert GradeResult(1.0, True).valid
     assert not dataclasses.replace(GradeResult(None, False), error_class="verifier_timeout").valid
+
+
+async def test_a_daemon_the_agent_left_neither_writes_the_reward_nor_sees_the_verifiers_files(tmp_path: Path) -> None:
+    # the verifier's /logs/verifier is private to it (inside/verifier_ns.py); the daemon keeps running
+    daemon = ("setsid nohup sh -c 'while true; do mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; "
+              "sleep 0.02; done' >/dev/null 2>&1 </dev/null &")
+    sh = ("sleep 0.5; cat /logs/verifier/reward.txt 2>/dev/null || echo none-yet; "
+          "pgrep -f 'while true' >/dev/null && echo daemon-alive; echo 0 > /logs/verifier/reward.txt; sleep 0.5\n")
+    res = await _grade(tmp_path, _task(tmp_path, sh), before=daemon)
+    assert (res.reward, res.resolved, res.valid) == (0.0, False, True)
+    assert res.output == "none-yet\ndaemon-alive\n"

@@ -63,14 +63,18 @@ CHECK_OUT = ("#!/bin/bash\nif grep -qx fixed /app/out/result.txt; then echo 1; e
 
 
 def test_by_default_a_server_the_agent_left_running_is_still_there_for_the_tests(tmp_path: Path) -> None:
-    # Terminal-Bench style: the answer is a process the verifier queries; a plain Harbor task is
-    # not patch-graded, so grade.kill_leftovers=null keeps it (the daemon spoof is then caught only
-    # by grade.mode=both or kill_leftovers=true)
-    make_task(tmp_path / "tasks", "server", "#!/bin/bash\nif [ -e /proc/$(cat /tmp/server.pid) ]; then echo 1; "
-                     "else echo 0; fi > /logs/verifier/reward.txt\n")
+    # Terminal-Bench style: the answer is a server the verifier queries; a plain Harbor task is
+    # not patch-graded, so grade.kill_leftovers=null keeps it running. The verifier runs outside
+    # the agent's PID namespace (inside/verifier_ns.py): it reaches the server over the network
+    # and sees it by name, not by a PID the agent wrote down.
+    make_task(tmp_path / "tasks", "server", "#!/bin/bash\n"
+              "python3 -c 'import urllib.request as u; print(u.urlopen(\"http://127.0.0.1:18731/answer.txt\").read())' "
+              "| grep -q fixed && pgrep -f 'http.server 18731' >/dev/null && echo 1 > /logs/verifier/reward.txt "
+              "|| echo 0 > /logs/verifier/reward.txt\n")
     script = tmp_path / "serve.yaml"
-    call = {"name": "Bash", "arguments": {"command": "setsid nohup sleep 300 >/dev/null 2>&1 < /dev/null & "
-                                                     "echo $! > /tmp/server.pid"}}
+    call = {"name": "Bash", "arguments": {"command": "mkdir -p /tmp/www && echo fixed > /tmp/www/answer.txt && "
+                                                     "cd /tmp/www && setsid nohup python3 -m http.server 18731 "
+                                                     ">/dev/null 2>&1 < /dev/null & sleep 1"}}
     script.write_text(yaml.safe_dump([{"tool_calls": [call]}, {"content": "done"}]))
     cfg = load_config([f"benchmark.path={tmp_path / 'tasks'}", "run.executor=local",
                        f"store.uri={tmp_path / 'store'}", f"sandbox.local.root_dir={tmp_path / 'sb'}",

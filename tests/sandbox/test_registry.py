@@ -71,7 +71,7 @@ async def test_open_sandbox_applies_the_local_section_and_states_its_capabilitie
     cfg = SandboxConfig(backend="local", local=LocalSandboxConfig(root_dir=str(tmp_path / "root"),
                                                                   allow_any_image=True, limits=False))
     sb = open_sandbox(make_task(image="someone/thing:tag"), cfg, network="no-network", run_id="r", trial_key="k")
-    assert sb.capabilities == Capabilities(set_network=False, isolated_commands=True)
+    assert sb.capabilities == Capabilities(set_network=False, isolated_commands=True, private_verifier=True)
     await sb.start()  # allow_any_image: the section reached the sandbox
     try:
         assert sb.stats.extra["limits"] == "disabled"
@@ -119,3 +119,16 @@ def test_preflight_reasons_per_backend() -> None:
     assert _reason(no_image, kube) == "no_image" and _reason(no_image, docker) == "no_image"
     locked = SandboxConfig(backend="kubernetes", kubernetes=KubernetesSandboxConfig(image_lock="sweb-v-20260904"))
     assert _reason(prebuilt, locked) == "image_lock"
+
+
+def test_which_backends_keep_the_verifier_private_and_list_system_changes() -> None:
+    # docs/integrity.md, "What each backend enforces": pods under the restricted standard have no
+    # CAP_SYS_ADMIN for the verifier's mount namespace, and no engine to diff against the image
+    from farm.sandbox.docker.sandbox import ContainerSandbox
+    from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
+    from farm.sandbox.none.sandbox import NullSandbox
+
+    assert (ContainerSandbox.capabilities.private_verifier, ContainerSandbox.capabilities.system_diff) == (True, True)
+    assert (KubernetesSandbox.capabilities.private_verifier, KubernetesSandbox.capabilities.system_diff) == (False,
+                                                                                                           False)
+    assert NullSandbox.capabilities.private_verifier is False

@@ -80,7 +80,8 @@ def run_args(pod: dict[str, Any], volume: str, network: NetworkMode, cfg: Docker
 
 class ContainerSandbox(RelaySandbox):
     backend = "docker"
-    capabilities = Capabilities(isolated_commands=True)  # run_args grants the jail's caps
+    # run_args grants the jail's caps, which also make the verifier's mount namespace (inside/verifier_ns.py)
+    capabilities = Capabilities(isolated_commands=True, private_verifier=True, system_diff=True)
     cfg: DockerSandboxConfig
 
     def __init__(self, task: Task, cfg: DockerSandboxConfig, *, run_id: str, trial_key: str, attempt: int = 0,
@@ -143,6 +144,21 @@ class ContainerSandbox(RelaySandbox):
             self.cfg.engine, "exec", "-i", self.name, m.PYTHON, m.RELAY, "attach", m.socket_name(self.name),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=16 << 20)
         return ProcStream(proc)
+
+    async def system_changes(self) -> list[tuple[str, str]]:
+        """What changed in the container against its image, as ``(kind, path)`` with kind
+        ``A`` (added), ``C`` (changed) or ``D`` (deleted): ``<engine> diff`` (farm/grade/tamper.py).
+
+        Raises:
+            SandboxError: the engine could not say (the container is gone).
+        """
+        out = await self._engine("diff", self.name, timeout=300)
+        changes = []
+        for line in out.splitlines():
+            kind, _, path = line.strip().partition(" ")
+            if kind in ("A", "C", "D") and path.startswith("/"):
+                changes.append((kind, path))
+        return changes
 
     async def _why_dead(self) -> str | None:
         state = (await self._engine("inspect", "-f", "{{.State.Status}}", self.name, check=False)).strip()

@@ -32,13 +32,16 @@ import time
 import uuid
 
 if __package__:
-    from . import jail
+    from . import jail, verifier_ns
     from .proctable import TAG_VAR, descendants, environ_tags, parent_pid, proc_pids, process_table
 else:  # run as a script inside a sandbox: server.py put this directory on sys.path
     import jail
+    import verifier_ns
     from proctable import TAG_VAR, descendants, environ_tags, parent_pid, proc_pids, process_table
 
 DEFAULT_OUTPUT_CAP = 1 << 20
+VERIFIER_RESULT_CAP = 40 << 20
+VERIFIER_NS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "verifier_ns.py")
 PR_SET_CHILD_SUBREAPER = 36
 KILL_ROUNDS = 200
 READ_SIZE = 1 << 16
@@ -144,12 +147,12 @@ class Processes:
             self.counter += 1
             return "%s-%d" % (self.prefix, self.counter)
 
-    def spawn(self, argv, **kwargs):
+    def spawn(self, argv, jailed=True, **kwargs):
         # Registration happens under the reaper's lock so that it never reaps a fresh child of
         # ours before Popen.wait() can collect its exit status; the jail is read under it too,
         # as kill_all may replace it.
         with self.jail_lock, self.lock:
-            if self.jail is not None:
+            if self.jail is not None and jailed:
                 argv = self.jail.wrap(argv, kwargs.get("cwd"))
             proc = subprocess.Popen(argv, preexec_fn=set_subreaper if _PRCTL is not None else None, **kwargs)
             self.children.add(proc.pid)
@@ -351,8 +354,12 @@ def fork_failed(e, started):
 
 
 def run_command(procs, command, timeout_s=120.0, cwd=None, env=None, merge_stderr=False,
-                output_cap=DEFAULT_OUTPUT_CAP):
-    """Run ``bash -c command`` with a timeout that kills all it started; the exec result dict."""
+                output_cap=DEFAULT_OUTPUT_CAP, private_verifier=False):
+    """Run ``bash -c command`` with a timeout that kills all it started; the exec result dict.
+
+    ``private_verifier``: run it as the in-place verifier, outside the jail in a mount namespace
+    of its own (verifier_ns.py); its stderr is merged into stdout and the result carries
+    ``verifier`` (what verifier_ns.py reported: the files it left in /logs/verifier)."""
     if output_cap is None:
         output_cap = DEFAULT_OUTPUT_CAP
     if cwd and not os.path.isdir(cwd):
@@ -368,8 +375,15 @@ def run_command(procs, command, timeout_s=120.0, cwd=None, env=None, merge_stder
     started = time.monotonic()
     deadline = started + float(timeout_s)
     try:
+        argv = ["/bin/bash", "-c", command]
+        if private_verifier:
+            merge_stderr = False  # its stderr carries only verifier_ns.py's result line
+            drop = procs.jail.drop if procs.jail is not None else ()
+            argv = [sys.executable, "-I", "-S", VERIFIER_NS, ",".join(str(c) for c in drop) or "-",
+                    cwd or "/", "--"] + argv
         proc = procs.spawn(
-            ["/bin/bash", "-c", command],
+            argv,
+            jailed=not private_verifier,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
@@ -385,7 +399,8 @@ def run_command(procs, command, timeout_s=120.0, cwd=None, env=None, merge_stder
         # fork failed, the command's outcome, not a broken channel
         return fork_failed(e, started)
     out = Capture(output_cap)
-    err = Capture(output_cap)
+    # the private verifier's stderr is one result line holding its /logs/verifier files
+    err = Capture(max(output_cap, VERIFIER_RESULT_CAP) if private_verifier else output_cap)
     timed_out = False
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, out)
@@ -429,7 +444,7 @@ def run_command(procs, command, timeout_s=120.0, cwd=None, env=None, merge_stder
         code = 124
     elif code < 0:
         code = 128 - code
-    return {
+    result = {
         "exit_code": code,
         "stdout": out.text(),
         "stderr": err.text(),
@@ -438,3 +453,6 @@ def run_command(procs, command, timeout_s=120.0, cwd=None, env=None, merge_stder
         "truncated": out.truncated or err.truncated,
         "output_bytes": out.total + err.total,
     }
+    if private_verifier:
+        result["verifier"], result["stderr"] = verifier_ns.parse(result["stderr"])
+    return result

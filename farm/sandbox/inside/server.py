@@ -158,12 +158,14 @@ class Agent:
     def op_shutdown(self):
         return {}
 
-    def op_exec(self, command, timeout_s=120.0, cwd=None, env=None, merge_stderr=False, output_cap=DEFAULT_OUTPUT_CAP):
-        return self.run_command(command, timeout_s, cwd, env, merge_stderr, output_cap)
+    def op_exec(self, command, timeout_s=120.0, cwd=None, env=None, merge_stderr=False, output_cap=DEFAULT_OUTPUT_CAP,
+                private_verifier=False):
+        return self.run_command(command, timeout_s, cwd, env, merge_stderr, output_cap, private_verifier)
 
     def run_command(self, command, timeout_s=120.0, cwd=None, env=None, merge_stderr=False,
-                    output_cap=DEFAULT_OUTPUT_CAP):
-        return procs.run_command(self.procs, command, timeout_s, cwd, env, merge_stderr, output_cap)
+                    output_cap=DEFAULT_OUTPUT_CAP, private_verifier=False):
+        return procs.run_command(self.procs, command, timeout_s, cwd, env, merge_stderr, output_cap,
+                                 private_verifier=private_verifier)
 
     def op_kill_leftovers(self):
         # before an in-place verifier (a daemon the agent left must not outlive its phase), and

@@ -173,7 +173,8 @@ class LocalSandbox(ChannelSandboxMixin):
     """A bubblewrap sandbox driven through the sandbox-agent channel."""
 
     backend = "local"
-    capabilities = Capabilities(isolated_commands=True)  # bwrap grants the jail's caps (inside/jail.py)
+    # bwrap grants the jail's caps (inside/jail.py); they also make the verifier's mount namespace
+    capabilities = Capabilities(isolated_commands=True, private_verifier=True)
 
     def __init__(
         self,
