@@ -40,6 +40,7 @@ SCRIPT = os.path.abspath(__file__)
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
 PR_SET_CHILD_SUBREAPER = 36
 PR_CAP_AMBIENT = 47
@@ -263,6 +264,7 @@ def run_exec(init_pid, private_proc, caps, cwd, argv):  # pragma: no mutate bloc
     if pid == 0:
         try:
             os.setsid()
+            _default_signals()
             libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
             drop_capabilities(libc, caps)
             os.execvp(argv[0], argv)
@@ -271,8 +273,34 @@ def run_exec(init_pid, private_proc, caps, cwd, argv):  # pragma: no mutate bloc
         os._exit(127)
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
-        return 128 + os.WTERMSIG(status)
+        return _die_by(libc, os.WTERMSIG(status))
     return os.WEXITSTATUS(status)
+
+
+def _default_signals():  # pragma: no mutate block (runs between fork and exec)
+    """What Python ignores at its start (SIGPIPE, SIGXFSZ) back to the default for the command,
+    as subprocess's restore_signals does: ``yes | head -1`` ends ``yes`` by SIGPIPE, not with
+    "Broken pipe" on its stderr. ``_signal``: ``signal`` (enum) would cost every launch ~10 ms."""
+    import _signal
+
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        if hasattr(_signal, name):
+            _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+
+
+def _die_by(libc, sig):  # pragma: no mutate block (its own process)
+    """End as the command's shell ended, by its signal, so that the agent reads the shell's own
+    status (``exit 137`` and a SIGKILL stay apart: the vendor's Bash rules report -9 for the
+    one). No core file of this launcher; 128 + sig if the signal does not end it."""
+    import _signal
+
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    try:
+        _signal.signal(sig, _signal.SIG_DFL)  # Python's own handlers (SIGINT) and SIG_IGN (SIGPIPE)
+    except (OSError, ValueError):
+        pass
+    os.kill(os.getpid(), sig)
+    return 128 + sig
 
 
 def main(args):  # pragma: no mutate block (its own process)

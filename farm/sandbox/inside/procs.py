@@ -71,6 +71,14 @@ def set_subreaper():  # pragma: no mutate block
     return _PRCTL(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
+def _with_umask(then, mask):
+    def preexec():  # pragma: no mutate block (runs between fork and exec)
+        os.umask(mask)
+        if then is not None:
+            then()
+    return preexec
+
+
 def _kill(pid, sig=signal.SIGKILL):
     try:
         os.kill(pid, sig)
@@ -144,14 +152,21 @@ class Processes:
             self.counter += 1
             return "%s-%d" % (self.prefix, self.counter)
 
-    def spawn(self, argv, **kwargs):
+    def spawn(self, argv, umask=None, **kwargs):
+        """Popen ``argv`` as a subreaper, in the jail where there is one (the child is then the
+        jail's launcher and ``farm_launcher`` is set on the Popen), under ``umask`` if given."""
         # Registration happens under the reaper's lock so that it never reaps a fresh child of
         # ours before Popen.wait() can collect its exit status; the jail is read under it too,
         # as kill_all may replace it.
+        preexec = set_subreaper if _PRCTL is not None else None
+        if umask is not None:  # Popen's own umask= is Python >= 3.9; the launcher passes it on
+            preexec = _with_umask(preexec, int(umask))
         with self.jail_lock, self.lock:
-            if self.jail is not None:
+            launcher = self.jail is not None
+            if launcher:
                 argv = self.jail.wrap(argv, kwargs.get("cwd"))
-            proc = subprocess.Popen(argv, preexec_fn=set_subreaper if _PRCTL is not None else None, **kwargs)
+            proc = subprocess.Popen(argv, preexec_fn=preexec, **kwargs)
+            proc.farm_launcher = launcher
             self.children.add(proc.pid)
         return proc
 
