@@ -76,6 +76,10 @@ async def test_signals_and_timeouts_through_the_jail(sandbox) -> None:
     safe = ToolExecutor(sb, "/app", agent_cfg(compat="farm-safe"))
     for executor in (ex, safe):
         assert await _bash(executor, "yes | head -1; echo ${PIPESTATUS[@]}") == pipe
+    # nor is the shell a subreaper (the vendor's is none): what it orphans goes up past it
+    orphan = ("(sleep 30 & echo $! > /tmp/o); sleep 0.3; read -r _ _ _ pp _ < /proc/$(cat /tmp/o)/stat; "
+              "echo $((pp != $$))")
+    assert _stdout(await _bash(ex, orphan)) == "1\n"
     [out] = await ex.run_turn([ToolCall("c2", "Bash", {"command": "sleep 300 & echo $! > /tmp/bg; sleep 300",
                                                       "timeout": 1}, True)])
     assert (out.observation or "").startswith("Timed out after 1.0s\n")

@@ -43,6 +43,7 @@ PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
 PR_SET_CHILD_SUBREAPER = 36
+NO_SUBREAPER = "no-subreaper"  # exec's option: the command is no subreaper (the vendor's shell)
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_LOWER = 3
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
@@ -121,11 +122,11 @@ class Jail:
         while os.path.exists("/proc/%d" % self.holder_pid) and time.monotonic() < deadline:
             time.sleep(0.01)
 
-    def wrap(self, argv, cwd=None):
-        """The argv that runs ``argv`` inside the namespace."""
+    def wrap(self, argv, cwd=None, subreaper=True):
+        """The argv that runs ``argv`` inside the namespace (as a subreaper unless told not to)."""
         caps = ",".join(str(c) for c in self.drop) or "-"
         return [sys.executable, "-I", "-S", SCRIPT, "exec", str(self.init_pid), "1" if self.private_proc else "0",
-                caps, cwd or "", "--"] + list(argv)
+                caps, cwd or ""] + ([] if subreaper else [NO_SUBREAPER]) + ["--"] + list(argv)
 
 
 def requested():
@@ -241,7 +242,7 @@ def _init(libc, status_fd):  # pragma: no mutate block (PID 1 of the namespace)
                 break
 
 
-def run_exec(init_pid, private_proc, caps, cwd, argv):  # pragma: no mutate block (its own process)
+def run_exec(init_pid, private_proc, caps, cwd, argv, subreaper=True):  # pragma: no mutate block (its own process)
     """Join the namespace, fork ``argv`` there with the jail's caps dropped, exit as it did."""
     libc = _libc()
     # both descriptors before either setns: after the mount one, /proc is the namespace's
@@ -265,7 +266,8 @@ def run_exec(init_pid, private_proc, caps, cwd, argv):  # pragma: no mutate bloc
         try:
             os.setsid()
             _default_signals()
-            libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            if subreaper:
+                libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
             drop_capabilities(libc, caps)
             os.execvp(argv[0], argv)
         except OSError as e:
@@ -310,8 +312,9 @@ def main(args):  # pragma: no mutate block (its own process)
         cut = args.index("--")
         init_pid, private_proc, caps, cwd = args[1:5]
         numbers = [int(c) for c in caps.split(",") if c and c != "-"]
-        return run_exec(int(init_pid), private_proc == "1", numbers, cwd, args[cut + 1:])
-    sys.stderr.write("usage: jail.py hold | exec INIT_PID 0|1 CAPS CWD -- ARGV...\n")
+        return run_exec(int(init_pid), private_proc == "1", numbers, cwd, args[cut + 1:],
+                        subreaper=NO_SUBREAPER not in args[5:cut])
+    sys.stderr.write("usage: jail.py hold | exec INIT_PID 0|1 CAPS CWD [%s] -- ARGV...\n" % NO_SUBREAPER)
     return 2
 
 

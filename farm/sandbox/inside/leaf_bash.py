@@ -92,7 +92,9 @@ def run_shell(processes, command, timeout_s, cap, umask, start_dir, env=None, ke
     try:
         # its own session, as every command of the agent's: a `kill 0` in the shell must not
         # reach the agent's process group
-        proc = processes.spawn(["/bin/bash", "-lc", command], umask=umask, stdin=subprocess.DEVNULL,
+        # no subreaper either, as under the vendor's runner: what the shell orphans goes up to the
+        # agent (or the jail's init), which reaps it and finds it when the sandbox closes
+        proc = processes.spawn(["/bin/bash", "-lc", command], umask=umask, subreaper=False, stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=start_dir or None,
                                env=shell_env(base, start_dir, set(keep)), start_new_session=True,
                                close_fds=True)

@@ -152,19 +152,20 @@ class Processes:
             self.counter += 1
             return "%s-%d" % (self.prefix, self.counter)
 
-    def spawn(self, argv, umask=None, **kwargs):
-        """Popen ``argv`` as a subreaper, in the jail where there is one (the child is then the
-        jail's launcher and ``farm_launcher`` is set on the Popen), under ``umask`` if given."""
+    def spawn(self, argv, umask=None, subreaper=True, **kwargs):
+        """Popen ``argv`` as a subreaper (unless ``subreaper`` is false: the vendor's shell is
+        none), in the jail where there is one (the child is then the jail's launcher and
+        ``farm_launcher`` is set on the Popen), under ``umask`` if given."""
         # Registration happens under the reaper's lock so that it never reaps a fresh child of
         # ours before Popen.wait() can collect its exit status; the jail is read under it too,
         # as kill_all may replace it.
-        preexec = set_subreaper if _PRCTL is not None else None
+        preexec = set_subreaper if _PRCTL is not None and subreaper else None
         if umask is not None:  # Popen's own umask= is Python >= 3.9; the launcher passes it on
             preexec = _with_umask(preexec, int(umask))
         with self.jail_lock, self.lock:
             launcher = self.jail is not None
             if launcher:
-                argv = self.jail.wrap(argv, kwargs.get("cwd"))
+                argv = self.jail.wrap(argv, kwargs.get("cwd"), subreaper)
             proc = subprocess.Popen(argv, preexec_fn=preexec, **kwargs)
             proc.farm_launcher = launcher
             self.children.add(proc.pid)
