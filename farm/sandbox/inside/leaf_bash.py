@@ -66,6 +66,8 @@ def _kill_shell(proc):
             time.sleep(0.002)  # the launcher has not forked the shell yet
         if below:
             target = below[0]
+    if target == proc.pid and proc.poll() is not None:
+        return  # already gone (and reaped: its pid may be another process's by now)
     try:
         os.kill(target, signal.SIGKILL)
     except OSError:
