@@ -1,19 +1,28 @@
-"""Per-tool-call overhead of the agent loop: scripted endpoint answering instantly, Bash `true`.
+"""Per-tool-call cost of the agent loop, per agent.compat setting side by side: `Bash true`.
 
-    .venv/bin/python bench/harness_overhead.py [--calls 300] [--mode sequential|concurrent]
+    .venv/bin/python bench/harness_overhead.py [--calls 300] [--compat farm-safe,leaf-2609]
+        [--rounds 5] [--mode sequential|concurrent] [--peer-python <venv>/bin/python]
 
-Runs the real loop against the real policy endpoint (HTTP) and a real LocalSandbox. For every
-tool call it splits the wall time into:
+Runs the real loop against the real policy endpoint (HTTP) and one real LocalSandbox; the
+settings take turns in ``--rounds`` rounds, so that a machine whose load changes treats them
+alike. For every tool call it reports:
 
-* command   - the command's own run time inside the sandbox (bash -lc true), as the sandbox
-              agent measured it: NOT harness overhead;
-* tool path - loop -> channel -> sandbox agent -> leaf_tools -> back, minus the command;
-* loop      - everything in a step that is neither the model call nor the tool batch
-              (message bookkeeping, token counting, step records);
-* llm       - the round trip to the instant endpoint (openai SDK + HTTP + policy server),
-              reported separately: it is the model's slot, not the harness's.
+* whole tool call - the loop's dispatch to observation (what the model waits for);
+* shell           - ``bash -lc true`` itself: timed inside the same sandbox by one measuring
+                    process that starts it again and again with nothing of farm's in between
+                    (its p50 is the reference). This is the only part that is NOT harness cost;
+* harness         - whole tool call minus the shell, plus the loop bookkeeping: every process
+                    farm starts around the shell (the jail's launcher, a per-call runner where
+                    one exists), the channel, the sandbox agent and the tool rules;
+  * processes     - the command as the sandbox agent times it (spawn to exit) minus the shell:
+                    the processes farm starts around the shell;
+  * channel+tools - whole tool call minus the command as the sandbox agent times it;
+  * loop          - everything in a step that is neither the model call nor the tool batch;
+* llm             - the round trip to the instant endpoint, reported separately: it is the
+                    model's slot, not the harness's.
 
-Harness overhead per call = tool path + loop. Target: p50 <= 2 ms.
+``--peer-python``: also run the peer anchor (shared/bench/peer_miniswe.py, mini-swe-agent in
+that Python's venv) in the same command, after farm's rounds, and print its summary below.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
+import os
 import subprocess
 import sys
 import tempfile
@@ -33,9 +42,23 @@ sys.path.insert(0, str(ROOT))
 
 from farm.agent import LLMClient, run_agent  # noqa: E402
 from farm.agent.tokens import TokenCounter  # noqa: E402
-from farm.config import AgentConfig, ModelConfig  # noqa: E402
+from farm.config import CHOICES, AgentConfig, ModelConfig  # noqa: E402
 from farm.sandbox.local.sandbox import LocalSandbox  # noqa: E402
 from farm.tasks.model import Environment, Task, VerifierSpec  # noqa: E402
+
+# Starts `bash -lc true` N times from one process inside the sandbox and prints each run's
+# seconds: the shell's own cost, with no farm process between it and its parent.
+SHELL_PROGRAM = r"""
+import os, sys, time
+n = int(sys.argv[1])
+out = []
+for _ in range(n):
+    t = time.perf_counter()
+    pid = os.posix_spawn("/bin/bash", ["/bin/bash", "-lc", "true"], dict(os.environ))
+    os.waitpid(pid, 0)
+    out.append(time.perf_counter() - t)
+print(" ".join("%.6f" % x for x in out))
+"""
 
 
 def pct(values: list[float], q: float) -> float:
@@ -43,82 +66,142 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
 
 
-async def measure(calls: int, mode: str, tokenizer: str) -> dict[str, list[float]]:
+def task() -> Task:
+    return Task(benchmark="bench", task_id="overhead", instruction="bench",
+                environment=Environment(workdir="/app", build_steps=()), verifier=VerifierSpec(),
+                agent_timeout_s=3600)
+
+
+async def one_run(sb: LocalSandbox, calls: int, compat: str, mode: str, tokenizer: str,
+                  tmp: Path) -> dict[str, list[float]]:
+    """``calls`` Bash true turns through run_agent under ``compat``; per-call parts in seconds."""
     turns = [{"tool_calls": [{"name": "Bash", "arguments": {"command": "true"}}]}] * calls + [{"content": "done"}]
-    with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "script.json"
-        script.write_text(json.dumps(turns))
-        # The endpoint runs in its own process, as a model server would: in this process its
-        # thread would compete with the loop for the GIL and inflate the loop's numbers.
-        server = subprocess.Popen(
-            [sys.executable, "-c", "from farm.agent.policies.server import main; main()",
-             "scripted", "--script", str(script)],
-            stdout=subprocess.PIPE, text=True, cwd=ROOT,
-        )
+    script = tmp / f"script-{compat}-{time.monotonic_ns()}.json"
+    script.write_text(json.dumps(turns))
+    # The endpoint runs in its own process, as a model server would: in this process its
+    # thread would compete with the loop for the GIL and inflate the loop's numbers.
+    server = subprocess.Popen(
+        [sys.executable, "-c", "from farm.agent.policies.server import main; main()", "scripted", "--script",
+         str(script)], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    try:
         base_url = server.stdout.readline().strip()
-        task = Task(benchmark="bench", task_id="overhead", instruction="bench",
-                    environment=Environment(workdir="/app", build_steps=()), verifier=VerifierSpec(),
-                    agent_timeout_s=3600)
         llm = LLMClient(ModelConfig(name="bench", base_url=base_url, max_retries=0),
                         session_id="bench", task_id="overhead")
-        cfg = AgentConfig(max_steps=calls + 1, tool_execution=mode, tokenizer=tokenizer)
+        cfg = AgentConfig(max_steps=calls + 1, tool_execution=mode, tokenizer=tokenizer, compat=compat)
         marks: list[float] = []
 
         async def on_step(_rec) -> None:
             marks.append(time.perf_counter())
 
         try:
-            async with LocalSandbox(task, root_dir=Path(tmp) / "sbx") as sb:
-                await sb.call("tool", name="Bash", args={"command": "true"}, workdir="/app", limits={})  # warm
-                TokenCounter(cfg.tokenizer)  # load the vocabulary once, as a worker process would
-                pings = []
-                for _ in range(100):  # the transport's floor, for reference
-                    t = time.perf_counter()
-                    await sb.call("ping")
-                    pings.append(time.perf_counter() - t)
-                marks.append(time.perf_counter())
-                traj = await run_agent(task, sb, llm, cfg, session_id="bench", on_step=on_step)
+            marks.append(time.perf_counter())
+            traj = await run_agent(task(), sb, llm, cfg, session_id="bench", on_step=on_step)
         finally:
             await llm.close()
-            server.terminate()
-            server.wait(10)
+    finally:
+        server.terminate()
+        server.wait(10)
     assert traj.exit_reason == "agent", (traj.exit_reason, traj.error)
-    out: dict[str, list[float]] = {"command": [], "tool_path": [], "loop": [], "llm": [], "overhead": [], "ping": pings}
+    out: dict[str, list[float]] = {"whole": [], "command": [], "loop": [], "llm": []}
     for i, step in enumerate(traj.steps[:-1]):
         (tc,) = step.tool_calls
-        command = tc.command_s or 0.0
-        tool_path = tc.duration_s - command
-        loop = (marks[i + 1] - marks[i]) - step.latency_s - (step.tool_s or 0.0)
-        out["command"].append(command)
-        out["tool_path"].append(tool_path)
-        out["loop"].append(loop)
+        out["whole"].append(tc.duration_s)
+        out["command"].append(tc.command_s or 0.0)
+        out["loop"].append((marks[i + 1] - marks[i]) - step.latency_s - (step.tool_s or 0.0))
         out["llm"].append(step.latency_s)
-        out["overhead"].append(tool_path + loop)
     return out
+
+
+async def measure(calls: int, compats: list[str], rounds: int, mode: str,
+                  tokenizer: str) -> tuple[list[float], dict[str, dict[str, list[float]]]]:
+    per_round = max(1, calls // rounds)
+    res: dict[str, dict[str, list[float]]] = {c: {} for c in compats}
+    with tempfile.TemporaryDirectory() as tmp:
+        async with LocalSandbox(task(), root_dir=Path(tmp) / "sbx") as sb:
+            for compat in compats:  # warm: the tools' modules, the page cache of the shell's files
+                await sb.call("tool", name="Bash", args={"command": "true"}, workdir="/app", limits={"compat": compat})
+            TokenCounter(tokenizer)  # load the vocabulary once, as a worker process would
+            shell: list[float] = []
+            for r in range(rounds):
+                shell += await shell_times(sb, per_round)
+                order = compats if r % 2 == 0 else compats[::-1]
+                for compat in order:
+                    part = await one_run(sb, per_round, compat, mode, tokenizer, Path(tmp))
+                    for key, values in part.items():
+                        res[compat].setdefault(key, []).extend(values)
+    return shell, res
+
+
+async def shell_times(sb: LocalSandbox, n: int) -> list[float]:
+    done = await sb.exec(f"python3 -I -S -c '{SHELL_PROGRAM}' {n}", cwd="/app", timeout_s=600)
+    if done.exit_code != 0:
+        raise SystemExit(f"timing the shell inside the sandbox failed: {done.output[-500:]}")
+    return [float(x) for x in done.stdout.split()]
+
+
+def table(shell: list[float], res: dict[str, dict[str, list[float]]]) -> list[str]:
+    shell_p50 = pct(shell, .5)
+    rows: dict[str, dict[str, list[float]]] = {}
+    for compat, parts in res.items():
+        whole, command, loop = parts["whole"], parts["command"], parts["loop"]
+        rows.setdefault("whole tool call", {})[compat] = whole
+        rows.setdefault("harness (all but the shell)", {})[compat] = [w - shell_p50 + lp for w, lp in zip(whole, loop)]
+        rows.setdefault("  processes around the shell", {})[compat] = [c - shell_p50 for c in command]
+        rows.setdefault("  channel + tools", {})[compat] = [w - c for w, c in zip(whole, command)]
+        rows.setdefault("  loop bookkeeping", {})[compat] = loop
+        rows.setdefault("llm round trip (instant)", {})[compat] = parts["llm"]
+    compats = list(res)
+    lines = [f"{'part (ms, p50 / p95)':<32}" + "".join(f"{c:>20}" for c in compats)]
+    for label, by in rows.items():
+        cells = "".join(f"{pct(by[c], .5) * 1000:>11.2f} /{pct(by[c], .95) * 1000:>7.2f}" for c in compats)
+        lines.append(f"{label:<32}{cells}")
+    lines.append(f"{'shell itself (bash -lc true)':<32}{pct(shell, .5) * 1000:>11.2f} /{pct(shell, .95) * 1000:>7.2f}"
+                 f"  (in the sandbox, no farm process around it; the same for every setting)")
+    if "farm-safe" in res:
+        base = pct(res["farm-safe"]["whole"], .5)
+        for compat in compats:
+            if compat != "farm-safe":
+                ratio = pct(res[compat]["whole"], .5) / base
+                verdict = "within" if ratio <= 1.10 else "NOT within"
+                lines.append(f"whole tool call {compat} / farm-safe: {ratio:.3f} ({verdict} 10 %)")
+    return lines
+
+
+def run_peer(python: str, calls: int) -> None:
+    shared = Path(os.environ.get("FARM_SHARED_DIR") or ROOT.parent / "shared")
+    shared = shared if shared.is_absolute() else ROOT / shared
+    peer = shared / "bench" / "peer_miniswe.py"
+    if not peer.exists():
+        raise SystemExit(f"--peer-python: no peer anchor at {peer} (set FARM_SHARED_DIR)")
+    print(f"\npeer: {python} {peer} --n {calls} --repeats 1", flush=True)
+    done = subprocess.run([python, str(peer), "--n", str(calls), "--repeats", "1"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"the peer run failed (exit {done.returncode}): {done.stderr[-1000:]}")
+    print(done.stdout.split("=== SUMMARY", 1)[-1].split("\n--- repeat", 1)[0])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--calls", type=int, default=300, help="tool calls per setting")
+    ap.add_argument("--compat", default="farm-safe,leaf-2609", help="agent.compat settings, comma-separated")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds the settings take turns in")
     ap.add_argument("--mode", default="sequential", choices=["sequential", "concurrent"])
     ap.add_argument("--tokenizer", default="qwen", choices=["qwen", "tiktoken", "bytes"])
+    ap.add_argument("--peer-python", help="a venv's Python with mini-swe-agent 2.4.6: run the peer anchor too")
     args = ap.parse_args()
-    res = asyncio.run(measure(args.calls, args.mode, args.tokenizer))
-    print(f"harness overhead per tool call ({args.calls} calls, {args.mode}, tokenizer={args.tokenizer})")
-    print(f"{'part':<28}{'p50 ms':>10}{'p95 ms':>10}{'mean ms':>10}")
-    labels = {
-        "overhead": "harness overhead (target)",
-        "tool_path": "  tool path minus command",
-        "loop": "  loop bookkeeping",
-        "command": "command (bash -lc true)",
-        "llm": "llm round trip (instant)",
-        "ping": "sandbox ping (reference)",
-    }
-    for key, label in labels.items():
-        v = [x * 1000 for x in res[key]]
-        print(f"{label:<28}{pct(v, .5):>10.2f}{pct(v, .95):>10.2f}{statistics.mean(v):>10.2f}")
-    p50 = pct(res["overhead"], .5) * 1000
-    print(f"\np50 harness overhead {p50:.2f} ms: {'meets' if p50 <= 2.0 else 'MISSES'} the 2 ms target")
+    compats = [c.strip() for c in args.compat.split(",") if c.strip()]
+    bad = [c for c in compats if c not in CHOICES["agent.compat"]]
+    if bad or not compats:
+        raise SystemExit(f"--compat: {bad or args.compat!r} is not among {', '.join(CHOICES['agent.compat'])}")
+    rounds = max(1, min(args.rounds, args.calls))
+    shell, res = asyncio.run(measure(args.calls, compats, rounds, args.mode, args.tokenizer))
+    n = len(next(iter(res.values()))["whole"])
+    print(f"Bash true per tool call ({n} calls per setting in {rounds} rounds, {args.mode}, "
+          f"tokenizer={args.tokenizer}, load {os.getloadavg()[0]:.1f})")
+    print("\n".join(table(shell, res)))
+    if args.peer_python:
+        run_peer(args.peer_python, args.calls)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ PROCESS_MODULES = {
     "test_leaf_differential.py": "the sandbox agent and the vendor's tools as processes",
     "test_leaf_tools.py": "real commands through the sandbox agent's runner",
     "test_leaf_environment.py": "the vendor tools' shell through the sandbox agent's runner",
+    "test_leaf_bash_processes.py": "the vendor tools' shell through the sandbox agent's runner",
     "test_leaf_tools_rules.py": "real commands through the sandbox agent's runner",
     "test_loop.py": "the agent loop on a LocalSandbox",
     "test_loop_accounting.py": "the agent loop on a LocalSandbox",

@@ -40,8 +40,10 @@ SCRIPT = os.path.abspath(__file__)
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
 PR_SET_CHILD_SUBREAPER = 36
+NO_SUBREAPER = "no-subreaper"  # exec's option: the command is no subreaper (the vendor's shell)
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_LOWER = 3
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
@@ -120,11 +122,11 @@ class Jail:
         while os.path.exists("/proc/%d" % self.holder_pid) and time.monotonic() < deadline:
             time.sleep(0.01)
 
-    def wrap(self, argv, cwd=None):
-        """The argv that runs ``argv`` inside the namespace."""
+    def wrap(self, argv, cwd=None, subreaper=True):
+        """The argv that runs ``argv`` inside the namespace (as a subreaper unless told not to)."""
         caps = ",".join(str(c) for c in self.drop) or "-"
         return [sys.executable, "-I", "-S", SCRIPT, "exec", str(self.init_pid), "1" if self.private_proc else "0",
-                caps, cwd or "", "--"] + list(argv)
+                caps, cwd or ""] + ([] if subreaper else [NO_SUBREAPER]) + ["--"] + list(argv)
 
 
 def requested():
@@ -240,7 +242,7 @@ def _init(libc, status_fd):  # pragma: no mutate block (PID 1 of the namespace)
                 break
 
 
-def run_exec(init_pid, private_proc, caps, cwd, argv):  # pragma: no mutate block (its own process)
+def run_exec(init_pid, private_proc, caps, cwd, argv, subreaper=True):  # pragma: no mutate block (its own process)
     """Join the namespace, fork ``argv`` there with the jail's caps dropped, exit as it did."""
     libc = _libc()
     # both descriptors before either setns: after the mount one, /proc is the namespace's
@@ -263,7 +265,9 @@ def run_exec(init_pid, private_proc, caps, cwd, argv):  # pragma: no mutate bloc
     if pid == 0:
         try:
             os.setsid()
-            libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            _default_signals()
+            if subreaper:
+                libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
             drop_capabilities(libc, caps)
             os.execvp(argv[0], argv)
         except OSError as e:
@@ -271,8 +275,34 @@ def run_exec(init_pid, private_proc, caps, cwd, argv):  # pragma: no mutate bloc
         os._exit(127)
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
-        return 128 + os.WTERMSIG(status)
+        return _die_by(libc, os.WTERMSIG(status))
     return os.WEXITSTATUS(status)
+
+
+def _default_signals():  # pragma: no mutate block (runs between fork and exec)
+    """What Python ignores at its start (SIGPIPE, SIGXFSZ) back to the default for the command,
+    as subprocess's restore_signals does: ``yes | head -1`` ends ``yes`` by SIGPIPE, not with
+    "Broken pipe" on its stderr. ``_signal``: ``signal`` (enum) would cost every launch ~10 ms."""
+    import _signal
+
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        if hasattr(_signal, name):
+            _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+
+
+def _die_by(libc, sig):  # pragma: no mutate block (its own process)
+    """End as the command's shell ended, by its signal, so that the agent reads the shell's own
+    status (``exit 137`` and a SIGKILL stay apart: the vendor's Bash rules report -9 for the
+    one). No core file of this launcher; 128 + sig if the signal does not end it."""
+    import _signal
+
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    try:
+        _signal.signal(sig, _signal.SIG_DFL)  # Python's own handlers (SIGINT) and SIG_IGN (SIGPIPE)
+    except (OSError, ValueError):
+        pass
+    os.kill(os.getpid(), sig)
+    return 128 + sig
 
 
 def main(args):  # pragma: no mutate block (its own process)
@@ -282,8 +312,9 @@ def main(args):  # pragma: no mutate block (its own process)
         cut = args.index("--")
         init_pid, private_proc, caps, cwd = args[1:5]
         numbers = [int(c) for c in caps.split(",") if c and c != "-"]
-        return run_exec(int(init_pid), private_proc == "1", numbers, cwd, args[cut + 1:])
-    sys.stderr.write("usage: jail.py hold | exec INIT_PID 0|1 CAPS CWD -- ARGV...\n")
+        return run_exec(int(init_pid), private_proc == "1", numbers, cwd, args[cut + 1:],
+                        subreaper=NO_SUBREAPER not in args[5:cut])
+    sys.stderr.write("usage: jail.py hold | exec INIT_PID 0|1 CAPS CWD [%s] -- ARGV...\n" % NO_SUBREAPER)
     return 2
 
 

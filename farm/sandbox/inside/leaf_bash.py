@@ -1,115 +1,155 @@
 """One Bash tool call run the way the vendor's tool runner runs it (agent.compat leaf-*).
 
-A program, not a module: leaf_tools.py starts it through the sandbox agent's command runner
-(so every process it starts is still tagged, jailed and killed when the sandbox closes), as
+Part of the sandbox agent (see server.py), run inside its own long-lived process: a Bash call
+starts the shell and nothing else (until issue 28 it started a Python runner per call, one
+more interpreter start than the vendor's transport makes). The shell is started through the
+agent's command runner (procs.py), so it is still jailed, its orphans still re-parent to the
+agent, and it is killed when the sandbox closes.
 
-    python -I -S leaf_bash.py TIMEOUT_S CAP_BYTES UMASK_OCTAL START_DIR KEEP_NAMES COMMAND
-
-It runs ``/bin/bash -lc COMMAND`` under that umask with separate pipes, in the environment the
-vendor's transport gives its shell: ``OLDPWD`` is the start directory (so ``cd -`` works) and
-``SHLVL`` reads 4, and nothing of farm's is in it. The command runner tags every command with
-``FARM_EXEC_ID`` (procs.py) so it can find what a command left; that tag stays on this runner,
-farm's own process, and on nothing the shell starts. ``KEEP_NAMES`` (comma-separated, may be
-empty) are ``FARM_*`` names the task's own environment sets, which stay. On timeout it kills
-the shell alone and returns at once, so what the shell started (``server &``) keeps running
-for later calls, as under the vendor's runner; farm-safe kills the whole command instead.
-It answers with the raw bytes (the caller decides how they decode): one line
-``timed_out returncode stdout_total stderr_total``, then the first CAP_BYTES of stdout and of
-stderr, each as a hex line. Stdlib only, Python >= 3.8.
+It runs ``/bin/bash -lc COMMAND`` under the transport's umask with stdin ``/dev/null`` and
+separate stdout and stderr pipes, in the environment the vendor's transport gives its shell:
+``OLDPWD`` is the start directory (so ``cd -`` works) and ``SHLVL`` reads 4, and nothing of
+farm's is in it: no ``FARM_*`` name (not even the command runner's tag ``FARM_EXEC_ID``, see
+procs.py) except those the task's own environment sets. Like the vendor's runner
+(``subprocess.run`` with a timeout) it reads both pipes to their end and then waits for the
+shell, all within one deadline; on timeout it kills the shell alone and returns at once, so
+what the shell started (``server &``) keeps running for later calls (farm-safe kills the whole
+command instead). It answers with the raw bytes (the caller decides how they decode): the
+first ``cap`` bytes of each stream and each stream's total, and the shell's return code as
+Python's subprocess reports it (negative for a signal). Stdlib only, Python >= 3.8.
 """
 
+import errno
 import os
-import select
-import sys
+import selectors
+import signal
+import subprocess
 import time
 
-# os, select, sys and time only: this runs once per Bash call, and importing subprocess (with
-# selectors, signal, threading) costs more than the Python start itself
-
+if __package__:
+    from . import procs
+    from .proctable import parent_pid, proc_pids
+else:  # run as a script inside a sandbox: server.py put this directory on sys.path
+    import procs
+    from proctable import parent_pid, proc_pids
 
 # the vendor's transport starts the runner's shell three shells deep: bash adds one, so 4 is shown
 VENDOR_SHLVL = "3"
+READ_SIZE = 1 << 16
+FIND_SHELL_S = 1.0  # how long a timed-out call looks for its shell below the jail's launcher
 
 
-def shell_env(start_dir, keep):
-    """The shell's environment: this runner's, less every ``FARM_*`` name not in ``keep``, with
-    the vendor transport's ``OLDPWD`` and ``SHLVL``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FARM_") or k in keep}
+def shell_env(base, start_dir, keep):
+    """The shell's environment: ``base`` less every ``FARM_*`` name not in ``keep``, with the
+    vendor transport's ``OLDPWD`` and ``SHLVL``."""
+    env = {k: v for k, v in base.items() if not k.startswith("FARM_") or k in keep}
     env["OLDPWD"] = start_dir
     env["SHLVL"] = VENDOR_SHLVL
     return env
 
 
-def _spawn(command, env):
-    """``/bin/bash -lc command`` with stdin /dev/null and two pipes; (pid, stdout fd, stderr fd)."""
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no mutate block (the child between fork and exec)
-        try:
-            null = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(null, 0)
-            os.dup2(out_w, 1)
-            os.dup2(err_w, 2)
-            for fd in {null, out_r, out_w, err_r, err_w} - {0, 1, 2}:
-                os.close(fd)
-            os.execve("/bin/bash", ["/bin/bash", "-lc", command], env)
-        finally:
-            os._exit(127)
-    os.close(out_w)
-    os.close(err_w)
-    return pid, out_r, err_r
+def _failed(code, message):
+    """The runner could not start the shell: the caller reports it as farm's failure."""
+    return {"runner_failed": True, "exit_code": code, "stderr": message}
 
 
-def _returncode(status):
-    """As Python's subprocess reports it: negative for a signal."""
-    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+def _kill_shell(proc):
+    """SIGKILL the shell alone. In a jail the agent's child is the launcher (jail.py exec) and
+    the shell is its only child; the launcher then exits as the shell did."""
+    target = proc.pid
+    if getattr(proc, "farm_launcher", False):
+        deadline = time.monotonic() + FIND_SHELL_S
+        while True:
+            below = [p for p in proc_pids() if parent_pid(p) == proc.pid]
+            if below or proc.poll() is not None or time.monotonic() >= deadline:
+                break
+            time.sleep(0.002)  # the launcher has not forked the shell yet
+        if below:
+            target = below[0]
+    if target == proc.pid and proc.poll() is not None:
+        return  # already gone (and reaped: its pid may be another process's by now)
+    try:
+        os.kill(target, signal.SIGKILL)
+    except OSError:
+        pass
 
 
-def main():
-    timeout_s, cap, mask = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3], 8)
-    start_dir, keep, command = sys.argv[4], set(filter(None, sys.argv[5].split(","))), sys.argv[6]
-    os.umask(mask)
-    pid, out_fd, err_fd = _spawn(command, shell_env(start_dir, keep))
+def run_shell(processes, command, timeout_s, cap, umask, start_dir, env=None, keep=()):
+    """Run one vendor Bash call through ``processes`` (a procs.Processes).
+
+    Returns {"timed_out", "returncode", "stdout", "stderr" (bytes, the first ``cap`` of each),
+    "stdout_total", "stderr_total", "duration_s"}, or {"runner_failed": True, "exit_code",
+    "stderr"} when the shell could not be started.
+
+    Raises:
+        OSError: the shell could not be started for a reason other than the process limit.
+    """
+    if start_dir and not os.path.isdir(start_dir):
+        return _failed(1, "farm: cannot run in %s: no such directory\n" % start_dir)
+    base = dict(os.environ)
+    if env:
+        base.update({str(k): str(v) for k, v in env.items()})
+    started = time.monotonic()
+    deadline = started + float(timeout_s)
+    try:
+        # its own session, as every command of the agent's: a `kill 0` in the shell must not
+        # reach the agent's process group
+        # no subreaper either, as under the vendor's runner: what the shell orphans goes up to the
+        # agent (or the jail's init), which reaps it and finds it when the sandbox closes
+        proc = processes.spawn(["/bin/bash", "-lc", command], umask=umask, subreaper=False, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=start_dir or None,
+                               env=shell_env(base, start_dir, set(keep)), start_new_session=True,
+                               close_fds=True)
+    except OSError as e:
+        if e.errno not in (errno.EAGAIN, errno.ENOMEM):
+            raise
+        return _failed(126, procs.fork_failed(e, started)["stderr"])
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     kept = {out_fd: bytearray(), err_fd: bytearray()}
-    total = {out_fd: 0, err_fd: 0}
-    open_fds = [out_fd, err_fd]
-    deadline = time.monotonic() + timeout_s
+    total = dict.fromkeys(kept, 0)
     timed_out = False
-    status = None
-    # like the vendor's (subprocess.run with a timeout): read both pipes to their end, then
-    # wait for the shell, all within the one deadline
-    while open_fds:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            timed_out = True
-            break
-        ready, _, _ = select.select(open_fds, [], [], left)
-        for fd in ready:
-            data = os.read(fd, 1 << 16)
-            if not data:
-                open_fds.remove(fd)
-                continue
-            total[fd] += len(data)
-            room = cap - len(kept[fd])
-            if room > 0:
-                kept[fd] += data[:room]
-    while not timed_out:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() >= deadline:
-            timed_out = True
-            break
-        time.sleep(0.002)
-    if timed_out:
-        os.kill(pid, 9)  # SIGKILL to the shell only
-        _, status = os.waitpid(pid, 0)
-    out = sys.stdout
-    out.write("%d %d %d %d\n" % (timed_out, _returncode(status), total[out_fd], total[err_fd]))
-    out.write(bytes(kept[out_fd]).hex() + "\n" + bytes(kept[err_fd]).hex() + "\n")
-    out.flush()
-
-
-if __name__ == "__main__":
-    main()
+    sel = selectors.DefaultSelector()
+    try:
+        for fd in kept:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            for key, _ in sel.select(left):
+                data = os.read(key.fd, READ_SIZE)
+                if not data:
+                    sel.unregister(key.fd)
+                    continue
+                total[key.fd] += len(data)
+                room = cap - len(kept[key.fd])
+                if room > 0:
+                    kept[key.fd] += data[:room]
+        if not timed_out:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+        if timed_out:
+            _kill_shell(proc)  # what the shell started keeps running, as under the vendor's runner
+            proc.wait()
+    finally:
+        sel.close()
+        proc.stdout.close()
+        proc.stderr.close()
+        if proc.returncode is None:  # an error of our own: leave no shell behind
+            _kill_shell(proc)
+            proc.wait()
+        processes.forget(proc)
+    return {
+        "timed_out": timed_out,
+        # as Python's subprocess reports it: negative for a signal (in a jail the launcher dies
+        # by the shell's signal, jail.py, so its status reads the same)
+        "returncode": proc.returncode,
+        "stdout": bytes(kept[out_fd]),
+        "stderr": bytes(kept[err_fd]),
+        "stdout_total": total[out_fd],
+        "stderr_total": total[err_fd],
+        "duration_s": round(time.monotonic() - started, 6),
+    }

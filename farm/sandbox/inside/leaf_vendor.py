@@ -6,18 +6,18 @@ code: paths are used as given (``..`` is not resolved first) and shown after res
 symlinks; arguments are coerced as Python's ``str()`` / ``int()`` / ``float()`` coerce them,
 with their error text; files and directories are created under the transport's umask; Bash
 output decodes strictly and with universal newlines, and a timed-out Bash call kills its shell
-alone (leaf_bash.py). Importing this module registers the rules with leaf_tools. Stdlib only,
-Python >= 3.8.
+alone (leaf_bash.py, in the sandbox agent's own process: a Bash call starts the shell only).
+Importing this module registers the rules with leaf_tools. Stdlib only, Python >= 3.8.
 """
 
 import os
-import shlex
 import stat
-import sys
 
 if __package__:
+    from . import leaf_bash as lb
     from . import leaf_tools as lt
 else:  # run as a script inside a sandbox: server.py put this directory on sys.path
+    import leaf_bash as lb
     import leaf_tools as lt
 
 ToolInputError = lt.ToolInputError
@@ -197,9 +197,6 @@ def v_bash_timeout(args, default_s, max_s=None):
     return seconds
 
 
-BASH_RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "leaf_bash.py")
-
-
 def _strict(data, total):
     """``data`` decoded as the vendor's text-mode pipe does: a UnicodeDecodeError for bytes
     that are not UTF-8 (the vendor's observation is then that error alone)."""
@@ -219,21 +216,18 @@ def _v_bash(args, workdir, limits, exec_fn, extra):
     cap_chars = int(limits["bash_output_chars"])
     keep = max(4 * cap_chars + 4096, 65536)
     env = limits.get("env") or None
-    own = ",".join(k for k in (env or {}) if str(k).startswith("FARM_"))  # the task's own names stay
-    argv = [sys.executable, "-I", "-S", BASH_RUNNER, repr(timeout_s), str(keep),
-            "%o" % VENDOR_UMASK[limits["compat"]], workdir, own, command]
-    res = exec_fn("exec " + " ".join(shlex.quote(a) for a in argv), timeout_s=timeout_s + 10, cwd=workdir,
-                  env=env, merge_stderr=False, output_cap=4 * keep + 4096)
-    try:
-        head, out_hex, err_hex = res.get("stdout", "").split("\n")[:3]
-        timed_out, code, out_total, err_total = (int(x) for x in head.split())
-        out, err = bytes.fromhex(out_hex), bytes.fromhex(err_hex)
-    except ValueError:
-        raise RuntimeError("farm: the Bash runner failed (exit %s): %s"
-                           % (res.get("exit_code"), res.get("stderr", "")[-2000:])) from None
+    own = [k for k in (env or {}) if str(k).startswith("FARM_")]  # the task's own names stay
+    processes = getattr(exec_fn, "processes", None)
+    if processes is None:
+        raise RuntimeError("farm: this sandbox agent has no command runner for the vendor's Bash rules")
+    res = lb.run_shell(processes, command, timeout_s, keep, VENDOR_UMASK[limits["compat"]], workdir, env, own)
+    if res.get("runner_failed"):
+        raise RuntimeError("farm: the Bash runner failed (exit %s): %s" % (res["exit_code"], res["stderr"][-2000:]))
+    timed_out, code = res["timed_out"], res["returncode"]
+    out, err, out_total, err_total = res["stdout"], res["stderr"], res["stdout_total"], res["stderr_total"]
     extra["exit_code"] = code
     extra["timed_out"] = bool(timed_out)
-    extra["command_s"] = res.get("duration_s")
+    extra["command_s"] = res["duration_s"]
     if timed_out:  # what was read before the deadline, with replacement and newlines as they came
         text = "Timed out after %.1fs\nSTDOUT:\n%s\nSTDERR:\n%s" % (
             timeout_s, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))

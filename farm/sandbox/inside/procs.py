@@ -74,6 +74,14 @@ def set_subreaper():  # pragma: no mutate block
     return _PRCTL(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
+def _with_umask(then, mask):
+    def preexec():  # pragma: no mutate block (runs between fork and exec)
+        os.umask(mask)
+        if then is not None:
+            then()
+    return preexec
+
+
 def _kill(pid, sig=signal.SIGKILL):
     try:
         os.kill(pid, sig)
@@ -147,14 +155,22 @@ class Processes:
             self.counter += 1
             return "%s-%d" % (self.prefix, self.counter)
 
-    def spawn(self, argv, jailed=True, **kwargs):
+    def spawn(self, argv, jailed=True, umask=None, subreaper=True, **kwargs):
+        """Popen ``argv`` as a subreaper (unless ``subreaper`` is false: the vendor's shell is
+        none), in the jail where there is one and ``jailed`` (the child is then the jail's
+        launcher and ``farm_launcher`` is set on the Popen), under ``umask`` if given."""
         # Registration happens under the reaper's lock so that it never reaps a fresh child of
         # ours before Popen.wait() can collect its exit status; the jail is read under it too,
         # as kill_all may replace it.
+        preexec = set_subreaper if _PRCTL is not None and subreaper else None
+        if umask is not None:  # Popen's own umask= is Python >= 3.9; the launcher passes it on
+            preexec = _with_umask(preexec, int(umask))
         with self.jail_lock, self.lock:
-            if self.jail is not None and jailed:
-                argv = self.jail.wrap(argv, kwargs.get("cwd"))
-            proc = subprocess.Popen(argv, preexec_fn=set_subreaper if _PRCTL is not None else None, **kwargs)
+            launcher = self.jail is not None and jailed
+            if launcher:
+                argv = self.jail.wrap(argv, kwargs.get("cwd"), subreaper)
+            proc = subprocess.Popen(argv, preexec_fn=preexec, **kwargs)
+            proc.farm_launcher = launcher
             self.children.add(proc.pid)
         return proc
 

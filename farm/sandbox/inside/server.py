@@ -10,7 +10,8 @@ See farm/sandbox/channel.py for the request and response shapes. The agent is th
 this directory, shipped side by side: this one (the protocol and the file operations), procs.py
 (commands: output capture, timeouts and killing all a command started), proctable.py (the
 process table from /proc), jail.py (the PID namespace its commands run in), leaf_tools.py (the
-five tools), leaf_vendor.py and leaf_bash.py (the vendor runner's tool rules). relay.py, shipped
+five tools), leaf_vendor.py and leaf_bash.py (the vendor runner's tool rules; its Bash shell is
+started by this process, with no runner process of its own). relay.py, shipped
 with them, is not the agent: on the container backends it is PID 1 and keeps the agent alive.
 """
 
@@ -266,6 +267,8 @@ class Agent:
         def exec_fn(command, timeout_s=120.0, cwd=None, env=None, merge_stderr=True, output_cap=DEFAULT_OUTPUT_CAP):
             return self.run_command(command, timeout_s, cwd, env, merge_stderr, output_cap)
 
+        # the vendor's Bash rules start their shell through this agent's own runner (leaf_bash.py)
+        exec_fn.processes = self.procs
         return leaf_tools.run_tool(name, args or {}, workdir, limits or {}, exec_fn)
 
 

@@ -67,8 +67,8 @@ async def _trial(cluster: FakeClusterBackend, tmp_path: Path, turns: list[dict[s
         endpoints.close()
 
 
-# $PPID of a Bash command is the sandbox agent under farm-safe; under leaf-2609 it is the per-call
-# runner (leaf_bash.py), as the vendor's per-call tool runner is, so that case runs farm-safe
+# $PPID of a Bash command is the sandbox agent in a pod (no jail), under farm-safe and, since the
+# vendor's Bash rules run in the agent's own process (issue 28.6), under leaf-2609 as well
 @pytest.mark.parametrize(("turns", "status", "compat"), [
     ([_bash(KILL_ALL), _bash(WRITE)], "resolved", "leaf-2609"),  # the agent goes on after killing all it sees
     ([_bash(KILL_ALL)], "unresolved", "leaf-2609"),
