@@ -113,3 +113,41 @@ def render_budgets(rows: list[BudgetRow]) -> str:
         shown = " ".join(f"{k}={v}" for k, v in row.values.items() if k != "extra_body")
         lines.append(f"  {row.arm} / {row.benchmark}: {shown} extra_body={row.values['extra_body']}")
     return "\n".join(lines)
+
+
+# How each arm's model is served, as `farm validate --show` prints it: the engine's own key for
+# each setting (vLLM's and SGLang's names differ; farm/serve/sglang.py).
+ENGINE_KEYS = {
+    "vllm": {"prefix_caching": "enable_prefix_caching", "token_details": "enable_prompt_tokens_details"},
+    "sglang": {"radix_cache_off": "disable_radix_cache", "token_details": "enable_cache_report",
+               "mamba_cache": "mamba_radix_cache_strategy"},
+}
+
+
+def serving_row(cfg: FarmConfig) -> dict[str, Any]:
+    """Model, revision, engine, parsers and cache settings of one arm's model."""
+    s = cfg.model.serving
+    ek = s.engine_kwargs
+    keys = ENGINE_KEYS.get(s.engine, {})
+    # a revision pin field may live on serving or in engine_kwargs (both engines take `revision`)
+    revision = getattr(s, "revision", None) or ek.get("revision") or "unpinned"
+    row: dict[str, Any] = {
+        "model": cfg.model.name, "source": s.source, "revision": revision, "engine": s.engine,
+        "tool_call_parser": ek.get("tool_call_parser"), "reasoning_parser": ek.get("reasoning_parser"),
+    }
+    if s.engine == "sglang":
+        row["prefix_caching"] = not ek.get(keys["radix_cache_off"], False)
+        row["mamba_cache"] = ek.get(keys["mamba_cache"], "auto")
+    else:
+        row["prefix_caching"] = ek.get(keys.get("prefix_caching", ""), "engine default")
+    row["token_details"] = bool(ek.get(keys.get("token_details", ""), False))
+    row["router"] = s.router
+    return row
+
+
+def render_serving(arms: list[tuple[str, FarmConfig]]) -> str:
+    """One line per arm: ``arm: model=... engine=... tool_call_parser=... prefix_caching=...``."""
+    lines = ["serving (per arm):"]
+    for arm, acfg in arms:
+        lines.append(f"  {arm}: " + " ".join(f"{k}={v}" for k, v in serving_row(acfg).items()))
+    return "\n".join(lines)

@@ -30,6 +30,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "sandbox.image_policy": ("pull", "build", "pull-or-build"),
     "run.executor": ("ray", "local"),
     "model.serving.device": ("gpu", "cpu"),
+    "model.serving.engine": ("vllm", "sglang"),
 }
 POSITIVE: tuple[str, ...] = (
     "run.seeds", "run.preflight_timeout_s", "run.max_in_flight", "run.max_attempts", "run.workers",

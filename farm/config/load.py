@@ -47,7 +47,9 @@ NOT_HASHED = (
 # hash only when set away from their default, so that a run started before the key existed (and
 # measured exactly what the default measures) keeps its hash and stays resumable. A module that
 # adds such a key registers it here with its default.
-HASHED_UNLESS_DEFAULT: dict[str, Any] = {}
+HASHED_UNLESS_DEFAULT: dict[str, Any] = {
+    "model.serving.engine": "vllm",  # farm/serve/sglang.py: the engine's parsers and defaults move scores
+}
 
 
 def conf_dir() -> Path:
