@@ -127,7 +127,8 @@ def check(model: ModelConfig) -> None:
                               f"of {where} (e.g. {sorted(names)[:4]}...)")
     for key, (_, kind) in recorded_args().items():
         if kind == "true" and key in ek and not isinstance(ek[key], bool):
-            raise ConfigError(f"invalid value {ek[key]!r} for 'model.serving.engine_kwargs.{key}': must be true or false")
+            raise ConfigError(
+                f"invalid value {ek[key]!r} for 'model.serving.engine_kwargs.{key}': must be true or false")
 
 
 def argv(kwargs: dict[str, Any]) -> list[str]:
@@ -140,7 +141,8 @@ def argv(kwargs: dict[str, Any]) -> list[str]:
         if value is None or (kind == "true" and value is False):
             continue
         if kind == "none":
-            raise ConfigError(f"'model.serving.engine_kwargs.{key}' has no command-line form in sglang {SGLANG_VERSION}")
+            raise ConfigError(
+                f"'model.serving.engine_kwargs.{key}' has no command-line form in sglang {SGLANG_VERSION}")
         if kind == "true":
             out.append(option)
         elif kind == "list":

@@ -4,6 +4,9 @@ open_run refuses a run whose stored hash differs), so a refactor that changed it
 run started before it unresumable. These values were computed at c648c62, before the re-layout of
 issue 25; a deliberate change to what a run measures updates them in the same commit, and says so.
 
+reproduce-frognano's entries moved deliberately with issue 28.3: the experiment gained the arm
+frognano-4b-sglang (experiment.arms is part of every arm's hash); no preset's meaning changed.
+
 Arms whose overrides name a prompt file are left out: their hash holds the file's resolved
 absolute path, so it differs between checkouts."""
 
@@ -39,15 +42,20 @@ GOLDEN = {
     'experiment=ablate-parallel-tools model.base_url=http://127.0.0.1:9/v1 [arm concurrent-execution]': '6f1106763bb4eebc',
     'experiment=demo': '7753b29e76baf4dd',
     'experiment=demo [arm oracle]': 'a0c6c232154627f5',
+    'experiment=frognano-vs-gemma': '69ebf3f156de3f05',
+    'experiment=frognano-vs-gemma [arm frognano-4b]': '4280349c1fa8c04a',
+    'experiment=frognano-vs-gemma [arm gemma-4-12b]': '97b661c2f5e9133e',
     'experiment=real-qwen-coder-sizes': 'e5d0c8c6b29ea37f',
     'experiment=real-qwen-coder-sizes [arm qwen2.5-coder-0.5b]': '4b2e1c367d9eb334',
     'experiment=real-qwen-coder-sizes [arm qwen2.5-coder-1.5b]': '21ffdae02e124ac0',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1': 'a2f9f59526c02018',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b]': '7ab318868d70a1dd',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b]': '12baf58ba63b7763',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card]': '7ab318868d70a1dd',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1': 'f29dd058defe5fcd',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b]': '0817f6f6445ba112',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b]': 'df43fc83abcda4cc',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card]': '0817f6f6445ba112',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-sglang]': 'e2c64dbc5c42734b',
     'model=endpoint': 'fa737e53ed5b820d',
     'model=frognano-4b': 'f111b73c1f6e681e',
+    'model=frognano-4b-sglang': 'a7febde473725263',
     'model=gemma-4-12b': '436959958b6a4367',
     'model=qwen2.5-coder-0.5b-cpu': 'bd6b7248ef8befa8',
     'model=qwen2.5-coder-1.5b-cpu': '9f79e547c2be4f49',
