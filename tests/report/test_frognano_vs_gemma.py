@@ -25,9 +25,13 @@ STAND_INS = {
 }
 
 
-def test_show_lists_both_arms_with_their_parsers():
+def test_show_lists_both_arms_with_their_parsers(capsys):
+    assert main(["validate", "experiment=frognano-vs-gemma", "--show"]) == 0
+    out = capsys.readouterr().out
     cfg = load_config(["experiment=frognano-vs-gemma"])
-    lines = render_serving(arms_of(cfg)).splitlines()
+    shown = render_serving(arms_of(cfg))
+    assert shown in out
+    lines = shown.splitlines()
     assert lines[1].startswith("  frognano-4b: model=frognano-4b ")
     assert "tool_call_parser=qwen3_coder reasoning_parser=qwen3 " in lines[1] and "engine=vllm" in lines[1]
     assert lines[2].startswith("  gemma-4-12b: model=gemma-4-12b ")
