@@ -180,11 +180,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         console.print(to_yaml(cfg))
         from farm.config.arms import arms_of, budget_rows, render_budgets
 
-        console.print(render_budgets(budget_rows(arms_of(cfg), cfg.experiment.benchmarks)), markup=False,
+        arms = arms_of(cfg)
+        console.print(render_budgets(budget_rows(arms, cfg.experiment.benchmarks)), markup=False,
                       highlight=False, soft_wrap=True)
         from farm.run.serving_facts import render_serving
 
-        console.print(render_serving(arms_of(cfg)), markup=False, highlight=False, soft_wrap=True)
+        console.print(render_serving(arms), markup=False, highlight=False, soft_wrap=True)
     check_environment(cfg.sandbox)
     refused: dict[str, list[str]] = {}
     for task in tasks:

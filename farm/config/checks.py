@@ -34,6 +34,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "run.executor": ("ray", "local"),
     "run.order": ("dataset", "longest_first"),
     "model.serving.device": ("gpu", "cpu"),
+    "model.serving.engine": ("vllm", "sglang"),
 }
 POSITIVE: tuple[str, ...] = (
     "run.seeds", "run.preflight_timeout_s", "run.max_in_flight", "run.max_attempts", "run.workers",

@@ -59,6 +59,7 @@ HASHED_UNLESS_DEFAULT: dict[str, Any] = {
     # the checkpoint pin (a preset that sets it measures a pinned checkpoint, said in its hash)
     "model.serving.revision": None,
     "model.serving.weights_sha256_prefix": None,
+    "model.serving.engine": "vllm",  # farm/serve/sglang.py: the engine's parsers and defaults move scores
 }
 
 

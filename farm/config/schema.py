@@ -70,6 +70,9 @@ class ServingConfig:
     """How `farm serve` / `serve.enabled=true` deploys this model with Ray Serve LLM."""
 
     source: Optional[str] = None  # hub id or local path of the checkpoint
+    # vllm | sglang: which engine Ray Serve LLM runs (farm/serve/sglang.py); engine_kwargs are
+    # that engine's own argument names
+    engine: str = "vllm"
     engine_kwargs: Dict[str, Any] = field(default_factory=dict)
     accelerator_type: Optional[str] = None
     device: str = "gpu"  # gpu | cpu

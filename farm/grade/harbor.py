@@ -257,14 +257,8 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
             # the verdict is read from ``files``, which no agent process could touch
             await sandbox.write_file(f"{VERIFIER_LOGS}/{name}", data)
     else:
-        run = await sandbox.exec(
-            prefix + "bash /tests/test.sh",
-            timeout_s=task.verifier_timeout_s,
-            cwd=task.workdir,
-            env=env or None,
-            merge_stderr=True,
-            output_cap=VERIFIER_OUTPUT_CAP,
-        )
+        run = await sandbox.exec(prefix + "bash /tests/test.sh", timeout_s=task.verifier_timeout_s, cwd=task.workdir,
+                                 env=env or None, merge_stderr=True, output_cap=VERIFIER_OUTPUT_CAP)
     output = header + run.output
 
     async def read(path: str) -> str | None:

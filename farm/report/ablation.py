@@ -55,6 +55,19 @@ class ArmRow:
     trials: int
     power: PowerRow | None = None  # None on the baseline row
 
+    @property
+    def verdict(self) -> str:
+        """The paired comparison in words: better / worse when the Δ 95% CI excludes 0."""
+        if self.is_baseline:
+            return "baseline"
+        if math.isnan(self.delta_ci_low) or math.isnan(self.delta_ci_high):
+            return "no data"
+        if self.delta_ci_low > 0:
+            return "better"
+        if self.delta_ci_high < 0:
+            return "worse"
+        return "no detectable difference"
+
 
 def arm_specs(run: RunData) -> list[tuple[str, str]]:
     """(name, overrides as text) of the experiment's arms, in declaration order."""

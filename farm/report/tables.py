@@ -396,7 +396,7 @@ def _ablation_table(c: ReportContent) -> list[Table]:
     """Arms against the baseline, only for runs with arms."""
     tables: list[Table] = []
     if c.ablation:
-        abl = [{**{k: v for k, v in vars(a).items() if k != "power"}, **power_fields(a.power)}
+        abl = [{**{k: v for k, v in vars(a).items() if k != "power"}, "verdict": a.verdict, **power_fields(a.power)}
                for a in c.ablation]
         tables.append(
             Table(
@@ -411,6 +411,7 @@ def _ablation_table(c: ReportContent) -> list[Table]:
                     ("95% CI", lambda r: fmt_ci(r["ci_low"], r["ci_high"])),
                     ("Δ vs baseline (pts)", lambda r: "–" if r["is_baseline"] else fmt(r["delta_pts"])),
                     ("Δ 95% CI", lambda r: "–" if r["is_baseline"] else fmt_ci(r["delta_ci_low"], r["delta_ci_high"])),
+                    ("verdict", lambda r: "–" if r["is_baseline"] else r["verdict"]),
                     ("MDD pts", lambda r: "–" if r["is_baseline"] else fmt(r.get("power_mdd_pts"))),
                     ("McNemar b/c, p", lambda r: "–" if r["is_baseline"]
                      else f"{r['mcnemar_b']}/{r['mcnemar_c']}, p={r['mcnemar_p']:.3g}"),

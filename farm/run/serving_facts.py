@@ -125,13 +125,18 @@ def render_serving(arms: list[tuple[str, FarmConfig]]) -> str:
             lines.append(f"  {name}: farm's {resolved_agent(acfg)} policy (no model served)")
             continue
         s, ek = acfg.model.serving, acfg.model.serving.engine_kwargs
-        engine = "vllm (Ray Serve LLM)" if s.source else "whatever the endpoint runs"
-        cache = cache_mode(dict(ek)) or "engine default"
-        details = "on" if ek.get("enable_prompt_tokens_details") else "off"
+        engine = f"{s.engine} (Ray Serve LLM)" if s.source else "whatever the endpoint runs"
+        if s.engine == "sglang":  # SGLang's own names for the same settings (farm/serve/sglang.py)
+            cache = "off" if ek.get("disable_radix_cache") else "radix"
+            cache += f",mamba={ek.get('mamba_radix_cache_strategy', 'auto')}"
+            details = "on" if ek.get("enable_cache_report") else "off"
+        else:
+            cache = cache_mode(dict(ek)) or "engine default"
+            details = "on" if ek.get("enable_prompt_tokens_details") else "off"
         lines.append(
             f"  {name}: model {acfg.model.name} source {s.source or '-'} revision {s.revision or 'not pinned'} "
             f"weights sha256 {s.weights_sha256_prefix or 'not pinned'}; engine {engine}; cache {cache}, "
             f"cached-token details {details}; language_model_only {bool(ek.get('language_model_only'))}; "
-            f"parsers {ek.get('tool_call_parser') or '-'} / {ek.get('reasoning_parser') or '-'}"
+            f"parsers {ek.get('tool_call_parser') or '-'} / {ek.get('reasoning_parser') or '-'}; router {s.router}"
         )
     return "\n".join(lines)

@@ -18,6 +18,7 @@ from typing import Any
 
 from farm.config import FarmConfig, ModelConfig
 from farm.errors import ConfigError
+from farm.serve import sglang
 
 ROUTERS = {
     "PrefixCacheAffinityRouter": "ray.serve.llm.request_router:PrefixCacheAffinityRouter",
@@ -138,6 +139,15 @@ def check_serving(cfg: FarmConfig, *, check_port: bool = True, check_files: bool
         )
     ek = serving.engine_kwargs
     check_dtype_suffix(model.name, ek.get("dtype"))
+    if serving.engine == "sglang":
+        sglang.check(model)
+    else:
+        _check_vllm(model)
+    _check_deployment(model)
+
+
+def _check_vllm(model: ModelConfig) -> None:
+    ek = model.serving.engine_kwargs
     tools, reasoning, where = _registries(ek.get("tool_parser_plugin"))
     if ek.get("tool_call_parser") is not None and ek["tool_call_parser"] not in tools:
         raise ConfigError(
@@ -166,6 +176,10 @@ def check_serving(cfg: FarmConfig, *, check_port: bool = True, check_files: bool
             raise ConfigError(
                 f"unknown vLLM engine argument(s) {unknown} in 'model.serving.engine_kwargs'"
             )
+
+
+def _check_deployment(model: ModelConfig) -> None:
+    serving = model.serving
     if serving.device == "cpu" and serving.accelerator_type:
         raise ConfigError(
             f"invalid value {serving.accelerator_type!r} for 'model.serving.accelerator_type': "
@@ -248,15 +262,27 @@ def session_env(model: ModelConfig) -> dict[str, str]:
     return {SESSION_HEADER_ENV: model.session_header.lower()}
 
 
+def ingress_env(model: ModelConfig) -> dict[str, str]:
+    """Environment the driver, the Serve proxy and the ingress need: session routing on farm's
+    header, and what the engine asks for (farm/serve/sglang.py ``engine_env``)."""
+    return {**session_env(model), **sglang.engine_env(model)}
+
+
 def llm_config(cfg: FarmConfig) -> dict[str, Any]:
     """The LLMConfig of ``cfg.model`` as plain data (YAML-able; the same in CI and on a cluster)."""
     model, s = cfg.model, cfg.model.serving
+    source = model_source(model)
     out: dict[str, Any] = {
-        "model_loading_config": {"model_id": model.name, "model_source": model_source(model)},
+        "model_loading_config": {"model_id": model.name, "model_source": source},
         "engine_kwargs": copy.deepcopy(dict(s.engine_kwargs)),
         "deployment_config": _deployment_config(model),
     }
-    if s.revision and source_kind(out["model_loading_config"]["model_source"]) == "hub":
+    if s.engine == "sglang":
+        out["server_cls"] = sglang.SERVER_CLS
+        out["engine_kwargs"] = copy.deepcopy(sglang.engine_kwargs(model, source))
+        if s.revision and source_kind(source) == "hub":
+            out["engine_kwargs"].setdefault("revision", s.revision)  # SGLang's ServerArgs.revision
+    elif s.revision and source_kind(source) == "hub":
         # the engine downloads exactly the pinned commit (weights, config and tokenizer alike)
         out["engine_kwargs"].setdefault("revision", s.revision)
         out["engine_kwargs"].setdefault("tokenizer_revision", s.revision)
@@ -267,12 +293,12 @@ def llm_config(cfg: FarmConfig) -> dict[str, Any]:
         out["log_engine_metrics"] = False
     elif s.accelerator_type:
         out["accelerator_type"] = s.accelerator_type
-    plugin = s.engine_kwargs.get("tool_parser_plugin")
+    plugin = s.engine_kwargs.get("tool_parser_plugin") if s.engine == "vllm" else None
     if plugin:
         # Ray Serve LLM never imports vLLM's tool_parser_plugin (vllm serve does): a callback
         # constructed in the replica before the engine starts imports it (farm/serve/plugins.py)
         out["callback_config"] = {"callback_class": PLUGIN_CALLBACK, "callback_kwargs": {"modules": [plugin]}}
-    env = {**session_env(model), **{str(k): str(v) for k, v in (s.runtime_env.get("env_vars") or {}).items()}}
+    env = {**ingress_env(model), **{str(k): str(v) for k, v in (s.runtime_env.get("env_vars") or {}).items()}}
     out["runtime_env"] = {**copy.deepcopy(dict(s.runtime_env)), "env_vars": env}
     return out
 
@@ -286,7 +312,7 @@ def serve_config(cfg: FarmConfig) -> dict[str, Any]:
             "name": cfg.serve.app_name,
             "route_prefix": "/",
             "import_path": "ray.serve.llm:build_openai_app",
-            "runtime_env": {"env_vars": session_env(cfg.model)},
+            "runtime_env": {"env_vars": ingress_env(cfg.model)},
             "args": {"llm_configs": [llm_config(cfg)]},
         }],
     }
@@ -302,11 +328,25 @@ def build_app(cfg: FarmConfig) -> Any:
             "scripts/install-serve-cpu.sh <venv>, on GPU pip install 'farm[serve]'"
         ) from None
     data = llm_config(cfg)
+    if cfg.model.serving.engine == "sglang":
+        _require_direct_streaming()
     try:
         config = LLMConfig(**data)
     except Exception as exc:  # pydantic ValidationError: one line per field is enough
         raise ConfigError(f"model {cfg.model.name!r}: Ray Serve LLM rejected the config: {exc}") from None
     return build_openai_app({"llm_configs": [config]})
+
+
+def _require_direct_streaming() -> None:
+    """Ray reads RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING once, when ray.llm is first imported: set
+    later, SGLang would answer through Ray's own chat path, which has no tool-call parser."""
+    from ray.llm._internal.serve import constants
+
+    if not constants.RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING:
+        raise ConfigError(
+            f"model.serving.engine=sglang needs {sglang.DIRECT_STREAMING_ENV}=1 before ray.llm is imported "
+            "(SGLang's parsers act only on its own OpenAI app): export it, or start a fresh `farm serve`"
+        )
 
 
 def base_url(cfg: FarmConfig) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 from farm.config import FarmConfig
 from farm.errors import FarmError
-from farm.serve.app import base_url, build_app, check_serving, default_num_cpus, model_source, session_env
+from farm.serve.app import base_url, build_app, check_serving, default_num_cpus, ingress_env, model_source
 from farm.serve.ready import ServeError, wait_ready
 from farm.serve.state_pool import check_serve_start
 
@@ -42,7 +42,7 @@ class Serving:
 
         # Before anything imports ray (vLLM's registries may): Ray reads these at import / init
         # time. Inherited by the raylet, and so by the Serve proxy and ingress started here.
-        os.environ.update({**ray_env(), **session_env(cfg.model)})
+        os.environ.update({**ray_env(), **ingress_env(cfg.model)})
         check_serving(cfg)
         # before minutes of weight loading: the engine would refuse the same max_num_seqs later
         check_serve_start(cfg, self.log)

@@ -80,7 +80,8 @@ def test_validate_show_prints_every_arms_budget_on_every_benchmark(capsys):
     out = capsys.readouterr().out
     cfg = load_config(["experiment=reproduce-frognano", ENDPOINT])
     rows = budget_rows(arms_of(cfg), cfg.experiment.benchmarks)
-    assert len(rows) == 24  # 3 arms and their strict twins (experiment.strict_pair) on 4 benchmarks
+    # 4 arms and their strict twins (experiment.strict_pair) on 4 benchmarks
+    assert len(rows) == len(arms_of(cfg)) * len(cfg.experiment.benchmarks) == 32
     lines = {line.split(":", 1)[0].strip(): line for line in out.splitlines() if " / " in line}
     for row in rows:
         line = lines[f"{row.arm} / {row.benchmark}"]

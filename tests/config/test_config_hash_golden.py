@@ -6,6 +6,9 @@ issue 25; a deliberate change to what a run measures updates them in the same co
 (issue 28: the FrogNano, Qwen3.5-4B, Gemma and tiny-cpu presets now ask for cached-token
 details, skip unused vision towers and FrogNano pins its revision, so their entries moved).
 
+reproduce-frognano's entries moved deliberately with issue 28.3 too: the experiment gained the arm
+frognano-4b-sglang (experiment.arms is part of every arm's hash); and with issue 27.1 (strict_pair on).
+
 Arms whose overrides name a prompt file are left out: their hash holds the file's resolved
 absolute path, so it differs between checkouts."""
 
@@ -42,25 +45,31 @@ GOLDEN = {
     'experiment=ablate-parallel-tools model.base_url=http://127.0.0.1:9/v1 [arm concurrent-execution]': '6f1106763bb4eebc',
     'experiment=demo': '7753b29e76baf4dd',
     'experiment=demo [arm oracle]': 'a0c6c232154627f5',
+    'experiment=frognano-vs-gemma': '69ebf3f156de3f05',
+    'experiment=frognano-vs-gemma [arm frognano-4b]': '15c4ed9cf1b27a10',
+    'experiment=frognano-vs-gemma [arm gemma-4-12b]': '6cc6df7613f12f8e',
     'experiment=real-qwen-coder-sizes': 'e5d0c8c6b29ea37f',
     'experiment=real-qwen-coder-sizes [arm qwen2.5-coder-0.5b]': '4b2e1c367d9eb334',
     'experiment=real-qwen-coder-sizes [arm qwen2.5-coder-1.5b]': '21ffdae02e124ac0',
     # strict_pair turned on in reproduce-frognano (issue 27): a deliberate change; with it off
     # the preset and its arms hash as they did before
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1': 'd2ddcbf3d58a71e5',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b]': '4a4a5baa9d50a2f3',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b]': 'cee43fee62a7e611',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card]': '4a4a5baa9d50a2f3',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-strict]': 'bda12d6882bd3cd1',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b-strict]': 'd0edf9fca72ca480',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card-strict]': 'bda12d6882bd3cd1',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false': 'a2f9f59526c02018',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b]': 'b8b1f347d0f823e5',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm qwen3.5-4b]': '54a433187f61c755',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b-card]': 'b8b1f347d0f823e5',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1': '3a00040f82587abb',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b]': 'a385b30e95bdcd60',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b]': '9bb05d84fff35822',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card]': 'a385b30e95bdcd60',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-strict]': '08477a1e9718eaa4',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b-strict]': 'b9d8f4698c8ef495',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card-strict]': '08477a1e9718eaa4',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false': 'f29dd058defe5fcd',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b]': 'f578584c9e24ce75',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm qwen3.5-4b]': 'f2fb22860e12ffb4',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b-card]': 'f578584c9e24ce75',
     'model=endpoint': 'fa737e53ed5b820d',
     'model=frognano-4b': '1672b20e89652369',
     'model=gemma-4-12b': 'ffb9731a647233e1',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-sglang]': '74402d6cce2ad11a',
+    'model=frognano-4b-sglang': 'b8c5b67c6d79b0ce',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-sglang-strict]': 'dcb83031b6b73fa4',
     'model=qwen2.5-coder-0.5b-cpu': 'bd6b7248ef8befa8',
     'model=qwen2.5-coder-1.5b-cpu': '9f79e547c2be4f49',
     'model=qwen3.5-4b': '0b6bc0689896129c',

@@ -129,3 +129,17 @@ def test_declared_order_wins_and_names_the_baseline():
     out = rows_of(run)
     assert [(r.arm, r.is_baseline, r.overrides) for r in out] == [("zz", True, "a=1"), ("base", False, ""),
                                                                   ("extra", False, "")]
+
+
+@pytest.mark.parametrize(("baseline", "lo", "hi", "verdict"), [
+    (True, 0.0, 0.0, "baseline"),
+    (False, 2.0, 30.0, "better"),
+    (False, -30.0, -0.5, "worse"),
+    (False, -10.0, 12.0, "no detectable difference"),
+    (False, 0.0, 12.0, "no detectable difference"),  # a bound on 0 does not exclude it
+    (False, math.nan, math.nan, "no data"),
+])
+def test_the_paired_verdict_reads_the_difference_ci(baseline, lo, hi, verdict):
+    row = ab.ArmRow("r", "h", "b", "arm", "", baseline, 14, 1, 50.0, 0.0, 100.0, (lo + hi) / 2, lo, hi,
+                    0, 0, 1.0, 0, 0, math.nan, 0.0, 0.0, 0.0, 14)
+    assert row.verdict == verdict

@@ -124,10 +124,15 @@ def test_validate_show_lists_each_arms_pin_engine_and_cache() -> None:
     text = render_serving(arms_of(load_config(["experiment=reproduce-frognano", "model.base_url=http://127.0.0.1:9/v1"])))
     lines = {ln.split(":")[0].strip(): ln for ln in text.splitlines()[1:]}
     # reproduce-frognano runs each arm with its strict twin (experiment.strict_pair): same checkpoint
-    arms = {"frognano-4b", "qwen3.5-4b", "frognano-4b-card"}
+    arms = {"frognano-4b", "qwen3.5-4b", "frognano-4b-card", "frognano-4b-sglang"}
     assert set(lines) == arms | {f"{a}-strict" for a in arms}
     assert f"revision {REV}" in lines["frognano-4b-strict"]
     assert f"revision {REV}" in lines["frognano-4b"] and "weights sha256 4e5fb2d8" in lines["frognano-4b"]
+    assert f"revision {REV}" in lines["frognano-4b-sglang"] and "engine sglang" in lines["frognano-4b-sglang"]
     assert "revision not pinned" in lines["qwen3.5-4b"]
-    for line in lines.values():
-        assert "cache prefix, cached-token details on" in line and "language_model_only True" in line
+    # SGLang names its cache settings differently: the radix cache with the Mamba extra buffer
+    assert "cache radix,mamba=extra_buffer, cached-token details on" in lines["frognano-4b-sglang"]
+    for name, line in lines.items():
+        if "sglang" not in name:
+            assert "engine vllm" in line
+            assert "cache prefix, cached-token details on" in line and "language_model_only True" in line

@@ -30,6 +30,7 @@ HEAVY_FIXTURES = frozenset({
 # start processes, sandboxes or servers without a marker or fixture above saying so
 PROCESS_MODULES = {
     "test_budgets.py": "farm validate on local sandboxes (bubblewrap)",
+    "test_frognano_vs_gemma.py": "farm validate on local sandboxes (bubblewrap)",
     "test_execution.py": "tool calls in a LocalSandbox",
     "test_leaf_differential.py": "the sandbox agent and the vendor's tools as processes",
     "test_leaf_tools.py": "real commands through the sandbox agent's runner",
