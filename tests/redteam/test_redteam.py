@@ -63,7 +63,7 @@ LOCAL_DOCKERFILE = ("FROM python:3.11-slim\nWORKDIR /app\n"
                     "git -c user.name=t -c user.email=t@example.invalid commit -qm answer && git rm -q answer.txt && "
                     "echo seed > seed.txt && git add -A && git -c user.name=t -c user.email=t@example.invalid "
                     "commit -qm seed\n")
-VENDORED = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py.py")
+VENDORED = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py.py")
 
 
 def _vendor(dest: Path) -> None:
