@@ -19,6 +19,7 @@ from farm.config import load_config
 from farm.run.driver import run_experiment
 from farm.run.workers import RayExecutor, ray_env
 from farm.store import ResultStore
+from tests.procs import descends_from_this_test
 from tests.support.tasks import CHECK_ANSWER
 from tests.support.tasks import make_task_dir as make_task
 
@@ -30,18 +31,6 @@ TRIALS = 4
 FAST_HEALTH_CHECK = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 500,
                      "health_check_failure_threshold": 3}
 
-
-def _parent(pid: int) -> int:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat[stat.rindex(")") + 2:].split()[1])  # field 4 of /proc/pid/stat: the parent pid
-
-
-def _descends_from_this_test(pid: int) -> bool:
-    while pid > 1:
-        if pid == os.getpid():
-            return True
-        pid = _parent(pid)
-    return False
 
 
 @pytest.fixture
@@ -115,7 +104,7 @@ def test_trials_on_a_lost_node_are_recorded_and_rerun_once(tmp_path: Path, two_n
                        f"store.uri={store}", f"sandbox.local.root_dir={tmp_path / 'sb'}", "run.max_attempts=3",
                        "run.retry_backoff_s=0", "run.progress=false", "run.preflight=false"])
     raylet = second.all_processes["raylet"][0].process.pid
-    assert _descends_from_this_test(raylet), raylet
+    assert descends_from_this_test(raylet), raylet
 
     async def main():
         run = asyncio.create_task(run_experiment(cfg))

@@ -15,24 +15,12 @@ from farm.config import load_config
 from farm.run.driver import run_experiment
 from farm.run.workers import RayExecutor
 from farm.store import ResultStore
+from tests.procs import descends_from_this_test
 from tests.support.tasks import CHECK_ANSWER
 from tests.support.tasks import make_task_dir as make_task
 
 pytestmark = pytest.mark.integration
 
-
-def _parent(pid: int) -> int:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat[stat.rindex(")") + 2:].split()[1])  # field 4 of /proc/pid/stat: the parent pid
-
-
-def _descends_from_this_test(pid: int) -> bool:
-    """True when ``pid`` runs under this process: the Ray the run started here, not anyone else's."""
-    while pid > 1:
-        if pid == os.getpid():
-            return True
-        pid = _parent(pid)
-    return False
 
 
 def test_killed_worker_is_an_infra_error_and_the_run_goes_on(tmp_path: Path, monkeypatch):
@@ -68,7 +56,7 @@ def test_killed_worker_is_an_infra_error_and_the_run_goes_on(tmp_path: Path, mon
                 await asyncio.sleep(4)  # the trials are inside their `sleep 6`
                 (executor,) = executors
                 pid = await executor.actors[0].pid.remote()  # the actor names its own process
-                assert pid != os.getpid() and _descends_from_this_test(pid), pid
+                assert pid != os.getpid() and descends_from_this_test(pid), pid
                 killed = pid
                 os.kill(killed, signal.SIGKILL)
         return killed, await run
