@@ -41,6 +41,11 @@ from farm.tasks.swebench.task_dir import materialize  # noqa: E402
 RUN_TIMEOUT_S = 1800  # the swebench harness's default per-instance timeout
 
 
+class EngineError(RuntimeError):
+    """The container engine failed before the instance's evaluation ran: not a result, not recorded
+    (the next sitting tries the instance again)."""
+
+
 def available(row: dict, mirror: RepoMirror) -> str | None:
     """Why the mirror cannot serve the row, or None."""
     try:
@@ -73,11 +78,16 @@ def run_eval(image: str, task_dir: Path, gold: bool) -> tuple[str, float, bool]:
     cmd = ("bash /solution/solve.sh > /tmp/solve.log 2>&1 || { cat /tmp/solve.log; echo FARM_GOLD_APPLY_FAILED; "
            "exit 3; }; " if gold else "") + "bash /tests/eval.sh 2>&1"
     t0 = time.monotonic()
+    # absolute: podman reads a relative source as the name of a volume, and the run never starts
+    task_dir = task_dir.resolve()
     try:
         res = subprocess.run(["podman", "run", "--rm", "--network=none", "-v", f"{task_dir}/tests:/tests:ro",
                               "-v", f"{task_dir}/solution:/solution:ro", image, "bash", "-c", cmd],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S)
-        return res.stdout.decode("utf-8", errors="replace"), time.monotonic() - t0, False
+        text = res.stdout.decode("utf-8", errors="replace")
+        if res.returncode == 125:  # podman's own failure: no container ran, so there is no verdict to record
+            raise EngineError(f"podman run failed before the evaluation started: {text[-500:]}")
+        return text, time.monotonic() - t0, False
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"").decode("utf-8", errors="replace")
         return out, time.monotonic() - t0, True
@@ -252,7 +262,11 @@ async def main_async(args: argparse.Namespace) -> int:
 
     async def run(row: dict) -> None:
         async with sem:
-            rec = await one(row, args, tasks_root)
+            try:
+                rec = await one(row, args, tasks_root)
+            except EngineError as exc:
+                print(f"{row['instance_id']}: not recorded: {exc}", flush=True)
+                return
         async with lock:
             with results.open("a") as f:
                 f.write(json.dumps(rec) + "\n")

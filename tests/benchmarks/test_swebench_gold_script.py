@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from .standin import REPO
 
 SCRIPT = REPO / "scripts" / "swebench_gold.py"
@@ -119,3 +121,39 @@ def test_the_valid_instances_go_into_the_ceiling_file_as_measured_passes(tmp_pat
     doc = json.loads((ceilings / shipped.name).read_text())
     assert doc["tasks"]["astropy__astropy-12907"]["provenance"] == "farm-swebench-gold-def5678"
     assert load_ceiling("swebench_verified", ceilings) is not None
+
+
+def _fake_podman(tmp_path: Path, monkeypatch, rc: int) -> Path:
+    """A ``podman`` on PATH that records its argv and exits ``rc`` (125 is podman's own failure)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    argv_file = tmp_path / "argv"
+    exe = bindir / "podman"
+    exe.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv_file}\necho engine-said-no\nexit {rc}\n')
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{__import__('os').environ['PATH']}")
+    return argv_file
+
+
+@pytest.mark.tools
+def test_run_eval_mounts_absolute_paths_from_a_relative_out(tmp_path, monkeypatch):
+    # podman reads a relative -v source as a volume name and never starts the container: every
+    # instance then looked like "no verdict" (seen with --out build/swebench-gold)
+    argv_file = _fake_podman(tmp_path, monkeypatch, rc=0)
+    monkeypatch.chdir(tmp_path)
+    log, _, timed_out = _script().run_eval("img", Path("rel/task"), gold=False)
+    mounts = [a for a in argv_file.read_text().splitlines() if ":/tests" in a or ":/solution" in a]
+    assert len(mounts) == 2 and not timed_out and "engine-said-no" in log
+    assert all(m.startswith(str(tmp_path / "rel" / "task")) for m in mounts), mounts
+
+
+@pytest.mark.tools
+def test_engine_failure_is_raised_not_graded(tmp_path, monkeypatch):
+    _fake_podman(tmp_path, monkeypatch, rc=125)
+    mod = _script()
+    try:
+        mod.run_eval("img", tmp_path / "task", gold=True)
+    except mod.EngineError as exc:
+        assert "engine-said-no" in str(exc)
+    else:
+        raise AssertionError("a podman failure (exit 125) must not be returned as a test log")
