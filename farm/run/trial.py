@@ -255,12 +255,14 @@ async def _run_agent(att: _Attempt, sandbox: Sandbox, base_url: str) -> Trajecto
     """The agent loop against the policy endpoint at ``base_url``; its steps are kept as they
     come, its counters filled into the row."""
     from farm.agent.llm import LLMClient
-    from farm.agent.loop import run_agent
+    from farm.agent.loop import run_agent, time_budget_s
 
     spec, task, cfg, row, policy = att.spec, att.task, att.cfg, att.row, att.policy
     agent_cfg = cfg.agent
     if agent_cfg.max_total_time_s is None:
         agent_cfg = replace(agent_cfg, max_total_time_s=task.agent_timeout_s)
+    # the budget the agent ran under, so a report can pair a 1x and a 4x arm from the rows alone
+    row.timeout_multiplier, row.agent_budget_s = agent_cfg.timeout_multiplier, time_budget_s(agent_cfg, task)
     # a local policy is asked for by its own id, which is also the id it answers with
     model_cfg = replace(cfg.model, base_url=base_url, name=policy if policy in LOCAL_POLICIES else cfg.model.name)
     row.endpoint = host_port(base_url)
