@@ -78,3 +78,32 @@ def test_the_report_shows_both_verdicts_and_that_the_slow_task_differs(tmp_path:
     assert "fail (0/1) at 1x" in slow_line and "pass (1/1) at 4x" in slow_line and "| yes |" in slow_line
     assert ("the verdict differs on 1 of 2 tasks (1 pass only at 4x, 0 only at 1x; all pass only at 4x)"
             in md)
+
+
+@pytest.mark.parametrize("extra,budget", [([], 2.0), (["agent.timeout_multiplier=4"], 8.0),
+                                          (["agent.max_total_time_s=30", "agent.timeout_multiplier=4"], 120.0)])
+def test_the_sandbox_is_sized_for_the_whole_budget(tmp_path: Path, extra: list[str], budget: float) -> None:
+    """A sandbox's lifetime (a pod's activeDeadlineSeconds) is sized from the task's agent timeout:
+    the task the sandbox is opened with carries the multiplied budget, and the agent is not given
+    the multiplier a second time."""
+    import asyncio
+
+    from farm.config import load_config
+    from farm.run.plan import TrialSpec
+    from farm.run.trial import run_trial
+    from farm.tasks.harbor import load_harbor_dir
+
+    _task(tmp_path / "tasks", "slow", "true\n")
+    (task,) = load_harbor_dir(tmp_path / "tasks", "builtin")
+    cfg = load_config([f"benchmark.path={tmp_path / 'tasks'}", f"store.uri={tmp_path / 'store'}", *extra])
+    opened = []
+
+    def factory(task, *args, **kwargs):
+        opened.append(task)
+        raise KeyError("stop here")
+
+    spec = TrialSpec("run", "k" * 64, task.benchmark, task.task_id, 0, "base", "oracle")
+    out = asyncio.run(run_trial(spec, task, cfg, 1, base_url="http://127.0.0.1:9/v1", policy="oracle",
+                                sandbox_factory=factory))
+    assert out.result.error_class == "internal_error" and task.agent_timeout_s == AGENT_TIMEOUT_S
+    assert [t.agent_timeout_s for t in opened] == [budget]
