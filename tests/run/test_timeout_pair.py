@@ -2,9 +2,9 @@
 times it (4x), with real parts (Harbor tasks, bubblewrap sandboxes, the oracle policy over HTTP,
 the Leaf loop, the Harbor verifier, the Parquet store) and the report read from the store alone.
 
-Task ``slow``'s solution sleeps 3 s under a 2 s agent timeout: the oracle's Bash call is cut at
-the limit at 1x and finishes at 4x (8 s), so its verdict must differ between the arms; ``quick``
-passes under both."""
+Task ``slow``'s solution sleeps 5 s under a 3 s agent timeout: the oracle's Bash call is cut at
+the limit at 1x and finishes at 4x (12 s), so its verdict must differ between the arms; ``quick``
+(30 s, room for a loaded machine) passes under both."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from farm.config import conf_dir
 from farm.store import ResultStore
 from tests.support.tasks import CHECK_ANSWER, make_task_dir
 
-AGENT_TIMEOUT_S = 2
+AGENT_TIMEOUT_S = 3
 
 
-def _task(root: Path, name: str, solve: str) -> None:
+def _task(root: Path, name: str, solve: str, timeout_s: float = AGENT_TIMEOUT_S) -> None:
     d = make_task_dir(root, name, CHECK_ANSWER, solve)
     old = (d / "task.toml").read_text()
-    toml = old.replace("[agent]\ntimeout_sec = 60", f"[agent]\ntimeout_sec = {AGENT_TIMEOUT_S}")
+    toml = old.replace("[agent]\ntimeout_sec = 60", f"[agent]\ntimeout_sec = {timeout_s}")
     assert toml != old
     (d / "task.toml").write_text(toml)
 
@@ -45,8 +45,8 @@ def test_the_report_shows_both_verdicts_and_that_the_slow_task_differs(tmp_path:
     exp_file.write_text(yaml.safe_dump(exp))
     monkeypatch.setenv("FARM_CONF_DIR", str(conf))
     tasks = tmp_path / "tasks"
-    _task(tasks, "slow", "sleep 3\necho fixed > /app/answer.txt\n")
-    _task(tasks, "quick", "echo fixed > /app/answer.txt\n")
+    _task(tasks, "slow", "sleep 5\necho fixed > /app/answer.txt\n")
+    _task(tasks, "quick", "echo fixed > /app/answer.txt\n", timeout_s=30)
     store = tmp_path / "store"
     # the oracle stands in for the model
     assert main(["run", "-q", "experiment=tb2-timeouts", "experiment.benchmarks=[]", f"benchmark.path={tasks}",
@@ -58,8 +58,9 @@ def test_the_report_shows_both_verdicts_and_that_the_slow_task_differs(tmp_path:
     assert rows[("timeouts-1x", "slow")]["status"] == "unresolved"
     assert {k: r["status"] for k, r in rows.items() if k != ("timeouts-1x", "slow")} == {
         ("timeouts-4x", "slow"): "resolved", ("timeouts-1x", "quick"): "resolved", ("timeouts-4x", "quick"): "resolved"}
-    assert {(r["arm"], r["timeout_multiplier"], r["agent_budget_s"]) for r in rows.values()} == {
-        ("timeouts-1x", 1.0, AGENT_TIMEOUT_S), ("timeouts-4x", 4.0, 4 * AGENT_TIMEOUT_S)}
+    assert {k: (r["timeout_multiplier"], r["agent_budget_s"]) for k, r in rows.items()} == {
+        ("timeouts-1x", "slow"): (1.0, AGENT_TIMEOUT_S), ("timeouts-4x", "slow"): (4.0, 4 * AGENT_TIMEOUT_S),
+        ("timeouts-1x", "quick"): (1.0, 30), ("timeouts-4x", "quick"): (4.0, 120)}
 
     out = tmp_path / "report"
     assert main(["report", run_id, "--store", str(store), "--out", str(out)]) == 0
@@ -80,7 +81,7 @@ def test_the_report_shows_both_verdicts_and_that_the_slow_task_differs(tmp_path:
             in md)
 
 
-@pytest.mark.parametrize("extra,budget", [([], 2.0), (["agent.timeout_multiplier=4"], 8.0),
+@pytest.mark.parametrize("extra,budget", [([], 3.0), (["agent.timeout_multiplier=4"], 12.0),
                                           (["agent.max_total_time_s=30", "agent.timeout_multiplier=4"], 120.0)])
 def test_the_sandbox_is_sized_for_the_whole_budget(tmp_path: Path, extra: list[str], budget: float) -> None:
     """A sandbox's lifetime (a pod's activeDeadlineSeconds) is sized from the task's agent timeout:
