@@ -30,6 +30,12 @@ TOOL_GRACE_S = 10.0
 RAW_TOOL_MARKUP = ("<tool_call>", "<function=")
 
 
+def time_budget_s(cfg: AgentConfig, task: Task) -> float:
+    """The agent's wall-clock budget: ``agent.max_total_time_s`` (else the task's own agent
+    timeout) times ``agent.timeout_multiplier``."""
+    return (cfg.max_total_time_s or task.agent_timeout_s) * cfg.timeout_multiplier
+
+
 class _Stop(Exception):
     def __init__(self, reason: ExitReason) -> None:
         self.reason = reason
@@ -98,7 +104,7 @@ async def run_agent(
     cancel: asyncio.Event | None = None,
 ) -> Trajectory:
     started = time.monotonic()
-    deadline = started + (cfg.max_total_time_s or task.agent_timeout_s)
+    deadline = started + time_budget_s(cfg, task)
     cancel = cancel or asyncio.Event()
     tools = load_tools(cfg.tools_file)
     # Leaf counts with the served model's own tokenizer: the checkpoint's id unless one is named

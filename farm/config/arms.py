@@ -40,6 +40,7 @@ BUDGET_KEYS = (
     ("max_steps", "agent.max_steps"),
     ("max_context_tokens", "agent.max_context_tokens"),
     ("max_total_time_s", "agent.max_total_time_s"),
+    ("timeout_multiplier", "agent.timeout_multiplier"),
     ("max_tokens_per_turn", "model.max_tokens_per_turn"),
     ("max_retries", "model.max_retries"),
     ("timeout_s", "model.timeout_s"),

@@ -148,6 +148,11 @@ class AgentConfig:
     # what the time budget counts: wall (the vendor's: everything) | agent (the model server's
     # reported queue time is credited back, so a busier cluster does not cut trials shorter)
     timeout_clock: str = "wall"
+    # the agent's time budget (max_total_time_s, else the task's own agent timeout) times this:
+    # Terminal-Bench results are reported with multiplied timeouts, and a 1x / 4x arm pair shows
+    # whether a verdict depends on how fast the model was served (conf/experiment/tb2-timeouts.yaml).
+    # The verifier's timeout is not multiplied: it times the tests, not the model.
+    timeout_multiplier: float = 1.0
 
 
 @dataclass

@@ -73,8 +73,21 @@ def print_forecast(fc: Forecast, console: Console) -> None:
         for o in outs:
             s.add_row(*_row(o))
         console.print(s)
+    console.print(order_line(fc), highlight=False, soft_wrap=True)
     for note in fc.assumptions.get("notes") or []:
         console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+
+
+def _expected(t: dict[str, Any]) -> str:
+    return "no prior" if t["expected_s"] is None else _h(t["expected_s"] / 3600.0)
+
+
+def order_line(fc: Forecast) -> str:
+    """The start order simulated, the tasks longest_first starts first, and the other order's wall time."""
+    head = ", ".join(f"{t['task_id']} ({_expected(t)})" for t in fc.longest)
+    how = "longest expected first" if fc.order == "longest_first" else "the benchmark's order"
+    line = f"start order: run.order={fc.order} ({how}); longest expected tasks: {head or '–'}"
+    return line + f"; run.order={fc.other_order} would take {_h(fc.other_order_wall_h)}"
 
 
 def forecast_json(fc: Forecast) -> dict[str, Any]:

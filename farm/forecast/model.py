@@ -26,6 +26,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from farm.errors import ConfigError
 from farm.forecast.sim import Attempt, Cluster, LLMModel, SimResult, SimTrial, Step, simulate
+from farm.run.order import ORDERS, TaskKey, longest_first, prior_durations
 
 
 @dataclass
@@ -67,6 +68,8 @@ class RunSpec:
     startup_s: float | None = None  # None: measured in the pilot (first trial start - run creation)
     warmup_s: float | None = None  # None: measured in the pilot (first wave's extra trial time)
     retry_backoff_s: float | None = None
+    # the order trials start in, as run.order (farm/run/order.py); None: the pilot's (else dataset)
+    order: str | None = None
 
 
 @dataclass
@@ -129,6 +132,8 @@ def load_plan_spec(path: str | Path | None = None, overrides: list[str] | None =
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None) or "?"
         raise ConfigError(f"{origin}: invalid plan field '{key}': {str(exc).splitlines()[0]}") from None
+    if spec.run.order is not None and spec.run.order not in ORDERS:
+        raise ConfigError(f"run.order: expected one of {list(ORDERS)}, got {spec.run.order!r}")
     if spec.llm.mode not in ("endpoint", "gpu"):
         raise ConfigError(f"llm.mode: expected endpoint or gpu, got {spec.llm.mode!r}")
     for name in ("replicas", "gpus_per_replica", "prefill_tok_s", "decode_tok_s", "decode_tok_s_single",
@@ -170,6 +175,10 @@ class Pilot:
     warmup_s: float  # one-time cost of the first wave (see _warmup)
     measured_wall_s: float  # run creation to the last trial's end (what `farm run` took, ±1 s)
     notes: list[str] = field(default_factory=list)
+    order: str = "dataset"  # the pilot's run.order
+    # median wall seconds per task of the pilot's attempts: the prior run.order=longest_first
+    # reads from the store, where the pilot is (farm/run/order.py prior_durations)
+    priors: dict[TaskKey, float] = field(default_factory=dict)
 
 
 def _rows(table: Any) -> list[dict[str, Any]]:
@@ -257,7 +266,8 @@ def load_pilot(store: Any, run_id: str) -> Pilot:
                  # time started faster than this forecasts, so the forecast errs long)
                  max_concurrent_starts=int(cfg_run.get("max_concurrent_starts") or 16),
                  retry_backoff_s=float(cfg_run.get("retry_backoff_s") or 1.0), startup_s=startup, warmup_s=warmup,
-                 measured_wall_s=wall, notes=notes)
+                 measured_wall_s=wall, notes=notes, order=str(cfg_run.get("order") or "dataset"),
+                 priors=prior_durations(trials))
 
 
 # -- the full run -----------------------------------------------------------------------------
@@ -267,17 +277,49 @@ def _stated(w: WorkloadSpec, image: str) -> SimTrial:
     return SimTrial((Attempt(w.sandbox_start_s, w.verify_s, w.other_s, (step,) * w.steps),), image=image)
 
 
-def full_run_trials(spec: PlanSpec, pilot: Pilot | None, seeds: int | None = None) -> list[SimTrial]:
-    """The full run's trials in plan order (task × seed × arm), each replaying a pilot trial of the
-    same task when the pilot ran it, else a pilot trial of the same benchmark drawn at random, or
-    the benchmark's stated workload."""
+def order_of(spec: PlanSpec, pilot: Pilot | None) -> str:
+    """The start order the planned run uses: the plan's run.order, else the pilot's, else dataset."""
+    return spec.run.order or (pilot.order if pilot else "dataset")
+
+
+def expected_by_task(spec: PlanSpec, pilot: Pilot | None) -> dict[TaskKey, float]:
+    """What run.order=longest_first expects of each planned task: the pilot's median wall time;
+    a task the pilot did not run has no prior, and a run orders it by its timeouts, an upper
+    bound the plan does not know, so it counts as longer than any prior (inf: it starts first)."""
+    return {(bench, task): (pilot.priors.get((bench, task), math.inf) if pilot else math.inf)
+            for bench, task in _planned_tasks(spec, pilot)}
+
+
+def _planned_tasks(spec: PlanSpec, pilot: Pilot | None) -> list[TaskKey]:
+    benchmarks = dict(spec.run.benchmarks) or ({b: len(t) for b, t in pilot.tasks.items()} if pilot else {})
+    out = []
+    for bench, n_tasks in benchmarks.items():
+        known = pilot.tasks.get(bench, []) if pilot else []
+        out += [(bench, known[ti] if ti < len(known) else f"{bench}#{ti}") for ti in range(n_tasks)]
+    return out
+
+
+def full_run_trials(spec: PlanSpec, pilot: Pilot | None, seeds: int | None = None,
+                    order: str | None = None) -> list[SimTrial]:
+    """The full run's trials in the order they start: plan order (task × seed × arm), or with
+    run.order=longest_first (``order``, default ``order_of``) the tasks expected to take longest
+    first, by the run's own rule (farm/run/order.py). Each replays a pilot trial of the same task
+    when the pilot ran it, else a pilot trial of the same benchmark drawn at random, or the
+    benchmark's stated workload."""
+    keyed = _keyed_trials(spec, pilot, seeds)
+    if (order or order_of(spec, pilot)) == "longest_first":
+        keyed = longest_first(keyed, lambda kt: kt[0], expected_by_task(spec, pilot))
+    return [t for _, t in keyed]
+
+
+def _keyed_trials(spec: PlanSpec, pilot: Pilot | None, seeds: int | None) -> list[tuple[TaskKey, SimTrial]]:
     rng = random.Random(spec.seed)
     benchmarks = dict(spec.run.benchmarks) or ({b: len(t) for b, t in pilot.tasks.items()} if pilot else {})
     if not benchmarks:
         raise ConfigError("run.benchmarks: no benchmarks to plan (give tasks per benchmark, or a pilot run)")
     k = seeds or spec.run.seeds or (pilot.seeds if pilot else 1)
     arms = spec.run.arms or (len(pilot.arms) if pilot else 1)
-    out: list[SimTrial] = []
+    out: list[tuple[TaskKey, SimTrial]] = []
     for bench, n_tasks in benchmarks.items():
         stated = spec.workload.get(bench) or spec.workload.get("*")
         pool = [t for (b, _), ts in (pilot.trials.items() if pilot else []) if b == bench for _, t in ts]
@@ -291,11 +333,11 @@ def full_run_trials(spec: PlanSpec, pilot: Pilot | None, seeds: int | None = Non
             for s in range(k):
                 for a in range(arms):
                     if stated is not None:
-                        out.append(_stated(stated, image=task))
+                        out.append(((bench, task), _stated(stated, image=task)))
                     elif mine:
-                        out.append(mine[(s * arms + a) % len(mine)])
+                        out.append(((bench, task), mine[(s * arms + a) % len(mine)]))
                     else:
-                        out.append(replace(rng.choice(pool), image=task))
+                        out.append(((bench, task), replace(rng.choice(pool), image=task)))
     return out
 
 
@@ -366,6 +408,12 @@ class Forecast:
     by_seeds: list[Outcome]
     by_max_in_flight: list[Outcome]
     assumptions: dict[str, Any]
+    order: str = "dataset"  # the start order simulated (run.order)
+    # the tasks expected to take longest, longest first, as longest_first would start them:
+    # {benchmark, task_id, expected_s (None: no prior, ordered by its timeouts), source}
+    longest: list[dict[str, Any]] = field(default_factory=list)
+    other_order: str = "longest_first"
+    other_order_wall_h: float = math.nan  # the same trials started in the other order
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -388,8 +436,11 @@ def forecast(spec: PlanSpec, pilot: Pilot | None) -> Forecast:
     """Simulate the planned run, which resource to double first, and seeds / max_in_flight sensitivity."""
     seeds = spec.run.seeds or (pilot.seeds if pilot else 1)
     cluster = cluster_of(spec, pilot)
-    trials = full_run_trials(spec, pilot, seeds)
+    order = order_of(spec, pilot)
+    trials = full_run_trials(spec, pilot, seeds, order)
     base_r = simulate(trials, cluster)
+    other = "dataset" if order == "longest_first" else "longest_first"
+    other_r = simulate(full_run_trials(spec, pilot, seeds, other), cluster)
     base = outcome(spec, cluster, base_r, seeds)
     gains: dict[str, float] = {}
     by_seeds: list[Outcome] = []
@@ -398,7 +449,7 @@ def forecast(spec: PlanSpec, pilot: Pilot | None) -> Forecast:
         for name, c in _doubled(cluster).items():
             gains[name] = 1.0 - simulate(trials, c).wall_s / base_r.wall_s if base_r.wall_s else 0.0
         for k in sorted(set(spec.sensitivity.seeds) - {seeds}):
-            by_seeds.append(outcome(spec, cluster, simulate(full_run_trials(spec, pilot, k), cluster), k))
+            by_seeds.append(outcome(spec, cluster, simulate(full_run_trials(spec, pilot, k, order), cluster), k))
         for f in spec.sensitivity.max_in_flight_factors:
             c = replace(cluster, max_in_flight=max(1, round(cluster.max_in_flight * f)))
             if c.max_in_flight != cluster.max_in_flight:
@@ -413,4 +464,15 @@ def forecast(spec: PlanSpec, pilot: Pilot | None) -> Forecast:
     assumptions = {"cluster": asdict(cluster), "trials": len(trials), "startup_s": cluster.startup_s,
                    "warmup_s": cluster.warmup_s, "pilot_measured_wall_s": pilot.measured_wall_s if pilot else None,
                    "notes": list(pilot.notes) if pilot else []}
-    return Forecast(pilot.run_id if pilot else None, base, bottleneck, gains, by_seeds, by_mif, assumptions)
+    return Forecast(pilot.run_id if pilot else None, base, bottleneck, gains, by_seeds, by_mif, assumptions,
+                    order=order, longest=longest_tasks(spec, pilot), other_order=other,
+                    other_order_wall_h=other_r.wall_s / 3600.0)
+
+
+def longest_tasks(spec: PlanSpec, pilot: Pilot | None, n: int = 5) -> list[dict[str, Any]]:
+    """The ``n`` tasks run.order=longest_first starts first, with what it expects of each."""
+    expected = expected_by_task(spec, pilot)
+    head = longest_first(list(expected), lambda key: key, expected)[:n]
+    return [{"benchmark": b, "task_id": t, "expected_s": None if math.isinf(expected[(b, t)]) else expected[(b, t)],
+             "source": "no prior: its timeouts" if math.isinf(expected[(b, t)]) else "pilot median wall"}
+            for b, t in head]

@@ -26,6 +26,7 @@ from farm.report.power import PowerOptions
 from farm.report.retries import retries_table, retry_rows
 from farm.report.stats import BootstrapOptions, GroupStats, group_stats
 from farm.report.strict import strict_table
+from farm.report.timeouts import TimeoutPair, timeout_pairs, timeout_tables
 from farm.report.verdicts import Verdict, verdicts
 
 
@@ -84,6 +85,7 @@ class ReportContent:
     verdicts: list[Verdict] = field(default_factory=list)
     ceilings: list[ceil.CeilingVerdict] = field(default_factory=list)
     ablation: list[ArmRow] = field(default_factory=list)
+    timeouts: list[TimeoutPair] = field(default_factory=list)  # arm pairs at two timeout multipliers
     cost: list[CostRow] = field(default_factory=list)
     parallel: dict[tuple[str, str, str, str], tuple[int, int]] = field(default_factory=dict)
     integrity: list[IntegrityRow] = field(default_factory=list)
@@ -100,6 +102,7 @@ def compute(runs: list[RunData], registry: ClaimsRegistry, options: ReportOption
         content.groups += groups
         content.stats += stats
         content.ablation += ablation_rows(run, groups, stats, bopts, options.power_options)
+        content.timeouts += timeout_pairs(run, groups, bopts)
         content.cost += cost_rows(run, groups)
         content.integrity += integrity_rows(run, bopts, groups)
         for g in groups:
@@ -132,6 +135,7 @@ def _tables(c: ReportContent) -> list[Table]:
         *_outcomes_table(c),
         *_error_classes_table(c),
         *strict_table(c.groups, c.stats, c.options.bootstrap_options),
+        *timeout_tables(c.timeouts, c.options.level),
         *_integrity_table(c),
         *retries_table(retry_rows(c.groups)),
         *_not_run_table(c),

@@ -19,8 +19,8 @@ hashed).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from farm.run.plan import TrialSpec
 from farm.tasks.model import Task
@@ -30,6 +30,7 @@ ORDERS = ("dataset", "longest_first")
 TIMED_STATUSES = ("resolved", "unresolved", "model_error")
 
 TaskKey = tuple[str, str]  # (benchmark, task_id)
+T = TypeVar("T")
 
 
 def prior_durations(rows: Iterable[dict[str, Any]]) -> dict[TaskKey, float]:
@@ -75,10 +76,17 @@ def order_trials(todo: list[TrialSpec], tasks: dict[TaskKey, Task], mode: str,
     if mode != "longest_first":
         raise ValueError(f"unknown run.order {mode!r}")
     priors = priors or {}
-    first_seen: dict[TaskKey, int] = {}
-    for i, spec in enumerate(todo):
-        first_seen.setdefault((spec.benchmark, spec.task_id), i)
+    keys = {(spec.benchmark, spec.task_id) for spec in todo}
     expected = {key: expected_duration(tasks[key], priors, agent_budget_s)[0] if key in tasks else 0.0
-                for key in first_seen}
-    # longest first; one task's trials together, in their dataset order; ties in dataset order
-    return sorted(todo, key=lambda s: (-expected[(s.benchmark, s.task_id)], first_seen[(s.benchmark, s.task_id)]))
+                for key in keys}
+    return longest_first(todo, lambda s: (s.benchmark, s.task_id), expected)
+
+
+def longest_first(items: list[T], key_of: Callable[[T], TaskKey], expected: dict[TaskKey, float]) -> list[T]:
+    """``items`` with the tasks of the longest ``expected`` seconds first (a task missing from
+    ``expected``: 0 s); one task's items together, in their order; ties in their first order.
+    The run (``order_trials``) and `farm plan`'s simulation (farm/forecast/model.py) both order so."""
+    first_seen: dict[TaskKey, int] = {}
+    for i, item in enumerate(items):
+        first_seen.setdefault(key_of(item), i)
+    return sorted(items, key=lambda x: (-expected.get(key_of(x), 0.0), first_seen[key_of(x)]))

@@ -138,6 +138,7 @@ async def run_trial(
     the run (farm/run/starts.py); without one, across this event loop."""
     # the arm's network settings (a strict twin: no egress) apply before the row records them
     task = with_networks(task, cfg.benchmark.agent_network, cfg.benchmark.verifier_network)
+    task = with_agent_budget(task, cfg)
     row = base_row(spec, attempt, cfg, task, uuid.uuid4().hex, chash, serving)
     gate = start_gate or default_gate(cfg.run.max_concurrent_starts)
     att = _Attempt(spec, task, cfg, attempt, policy, row, should_strip(task, cfg.benchmark.strip_history), gate)
@@ -155,6 +156,16 @@ async def run_trial(
     finally:
         gate.phase(row.attempt_uid, None)
         await att.release()
+
+
+def with_agent_budget(task: Task, cfg: FarmConfig) -> Task:
+    """``task`` with its agent timeout set to the agent's whole budget (agent.max_total_time_s or
+    the task's own, times agent.timeout_multiplier), so that what sizes the sandbox's lifetime
+    (a pod's activeDeadlineSeconds: farm/sandbox/relayed/manifests.py) outlasts a 4x budget."""
+    from farm.agent.loop import time_budget_s
+
+    budget = time_budget_s(cfg.agent, task)
+    return task if budget == task.agent_timeout_s else replace(task, agent_timeout_s=budget)
 
 
 async def _conduct(att: _Attempt, factory: SandboxFactory, base_url: str) -> TrialOutcome:
@@ -255,12 +266,13 @@ async def _run_agent(att: _Attempt, sandbox: Sandbox, base_url: str) -> Trajecto
     """The agent loop against the policy endpoint at ``base_url``; its steps are kept as they
     come, its counters filled into the row."""
     from farm.agent.llm import LLMClient
-    from farm.agent.loop import run_agent
+    from farm.agent.loop import run_agent, time_budget_s
 
     spec, task, cfg, row, policy = att.spec, att.task, att.cfg, att.row, att.policy
-    agent_cfg = cfg.agent
-    if agent_cfg.max_total_time_s is None:
-        agent_cfg = replace(agent_cfg, max_total_time_s=task.agent_timeout_s)
+    # the task's agent timeout is already the whole budget (with_agent_budget): not multiplied twice
+    agent_cfg = replace(cfg.agent, max_total_time_s=task.agent_timeout_s, timeout_multiplier=1.0)
+    # the budget the agent ran under, so a report can pair a 1x and a 4x arm from the rows alone
+    row.timeout_multiplier, row.agent_budget_s = cfg.agent.timeout_multiplier, time_budget_s(agent_cfg, task)
     # a local policy is asked for by its own id, which is also the id it answers with
     model_cfg = replace(cfg.model, base_url=base_url, name=policy if policy in LOCAL_POLICIES else cfg.model.name)
     row.endpoint = host_port(base_url)

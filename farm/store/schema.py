@@ -61,6 +61,11 @@ class TrialResult:
     queue_s_total: float | None = None
     generation_s_total: float | None = None
     tool_s: float | None = None
+    # the agent's time budget in seconds (agent.max_total_time_s or the task's agent timeout,
+    # times agent.timeout_multiplier) and that multiplier; null in rows written before they
+    # existed (those ran at 1x) and for attempts that never reached the agent
+    agent_budget_s: float | None = None
+    timeout_multiplier: float | None = None
     verify_s: float | None = None
     verifier_runs: int | None = None  # runs of the verifier in this attempt (>1: verifier-only retries)
     sandbox_start_s: float | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -198,3 +199,46 @@ def test_a_one_wave_pilot_says_its_warm_up_is_unknown(tmp_path):
     assert pilot.warmup_s == 0.0 and "one wave" in pilot.notes[0]
     with pytest.raises(ConfigError, match="pilot run 'nope'"):
         load_pilot(store, "nope")
+
+
+# a pilot with a long tail: t1 takes 2 s, t2 10 s (each trial: 1 s start, 1 s LLM, 1 s verifier, the rest other)
+TAIL = [("k10", "t1", 1, "resolved", 0.0, 2.0), ("k11", "t1", 1, "resolved", 0.0, 2.0),
+        ("k20", "t2", 1, "resolved", 0.0, 10.0), ("k21", "t2", 1, "resolved", 2.0, 10.0)]
+
+
+def test_the_plan_starts_trials_in_the_runs_order_and_shows_the_longest_tasks(tmp_path, capsys):
+    from farm.forecast.model import load_pilot
+
+    store = write_pilot(tmp_path, TAIL)
+    pilot = load_pilot(store, "p")
+    assert pilot.order == "dataset" and pilot.priors == {("b", "t1"): 2.0, ("b", "t2"): 10.0}
+    spec = load_plan_spec(None, ["run.max_in_flight=3", "run.order=longest_first", "sensitivity.enabled=false"])
+    # the same trials (same replayed pilot attempts), started longest expected first, seeds together
+    assert [t.image for t in full_run_trials(spec, pilot)] == ["t2", "t2", "t1", "t1"]
+    assert [t.image for t in full_run_trials(spec, pilot, order="dataset")] == ["t1", "t1", "t2", "t2"]
+    fc = forecast(spec, pilot)
+    assert (fc.order, fc.other_order) == ("longest_first", "dataset")
+    assert [(t["task_id"], t["expected_s"]) for t in fc.longest] == [("t2", 10.0), ("t1", 2.0)]
+    # three slots: dataset order starts t2's second seed only when a t1 frees one, so it ends last
+    assert fc.base.wall_h < fc.other_order_wall_h
+    assert main(["plan", "p", "--store", str(tmp_path / "store"), "run.max_in_flight=3",
+                 "run.order=longest_first", "sensitivity.enabled=false"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert ("start order: run.order=longest_first (longest expected first); longest expected tasks: "
+            "t2 (10.0 s), t1 (2.0 s); run.order=dataset would take") in out
+
+
+def test_the_plan_takes_the_pilots_order_and_puts_tasks_without_a_prior_first(tmp_path):
+    from farm.forecast.model import load_pilot
+
+    store = write_pilot(tmp_path, TAIL)
+    pilot = dataclasses.replace(load_pilot(store, "p"), order="longest_first")
+    # four tasks planned, two of them unseen in the pilot: a run orders those by their timeouts
+    spec = load_plan_spec(None, ["run.benchmarks.b=4", "run.seeds=1", "sensitivity.enabled=false"])
+    fc = forecast(spec, pilot)
+    assert fc.order == "longest_first"
+    assert [(t["task_id"], t["expected_s"]) for t in fc.longest] == [("b#2", None), ("b#3", None), ("t2", 10.0),
+                                                                     ("t1", 2.0)]
+    assert forecast(load_plan_spec(None, ["run.order=dataset", "sensitivity.enabled=false"]), pilot).order == "dataset"
+    with pytest.raises(ConfigError, match="run.order: expected one of"):
+        load_plan_spec(None, ["run.order=shortest"])

