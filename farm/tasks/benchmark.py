@@ -29,6 +29,7 @@ from farm.tasks.selection import select_ids, selector
 from farm.tasks.swebench.load import convert_harbor_copies, load_rows
 from farm.tasks.swebench.rows import SUFFIXES as ROW_SUFFIXES
 from farm.tasks.swebench.rows import is_rows_file
+from farm.tasks.swebench_pro.load import convert_harbor_copies as convert_pro_harbor_copies
 from farm.tasks.swebench_pro.load import load_pro_rows
 from farm.tasks.swebench_pro.rows import SUFFIXES as PRO_ROW_SUFFIXES
 from farm.tasks.swebench_pro.rows import is_rows_file as is_pro_rows_file
@@ -105,6 +106,8 @@ def load_benchmark_report(cfg: BenchmarkConfig, *, quiet: bool = True) -> Loaded
         loaded = load_source(src, directory, select=select)
     if key is not None and key in SWEBENCH_SOURCES:
         loaded = convert_harbor_copies(loaded, repos=cfg.repos, pythons=cfg.pythons, cache_dir=cfg.cache_dir)
+    if key is not None and key in PRO_SOURCES:
+        loaded = convert_pro_harbor_copies(loaded, cache_dir=cfg.cache_dir)
     return loaded.enforce(cfg.strict, quiet=quiet)
 
 

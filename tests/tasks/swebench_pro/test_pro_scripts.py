@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from farm.config import load_config
 from farm.errors import ConfigError
 from farm.tasks import catalog
+from farm.tasks.benchmark import load_benchmark_report
 from farm.tasks.harbor import load_harbor_task
 from farm.tasks.swebench_pro.load import load_pro_rows
 from farm.tasks.swebench_pro.rows import check_row
@@ -69,14 +71,22 @@ def test_a_folder_with_no_parser_is_refused_by_key(tmp_path: Path) -> None:
         ProScripts.at(tmp_path)
 
 
-def test_the_real_fixture_materializes_as_the_harbor_copy(tmp_path: Path) -> None:
-    copy = shared_path("fixtures", "harbor", "swebench-pro", FIXTURE)
+def _fixture_row(copy: Path) -> dict:
+    """The fixture's config.json, which has only what Harbor's test.sh reads, completed into a row
+    with the copy's own gold patch (from solve.sh) and instruction."""
     config = json.loads((copy / "tests" / "config.json").read_text(encoding="utf-8"))
-    # the fixture's config.json has only what Harbor's test.sh reads; the rest of a row is filled in
     solve = (copy / "solution" / "solve.sh").read_text(encoding="utf-8")
     patch = solve.split("<< '__SOLUTION__'\n", 1)[1].split("\n__SOLUTION__", 1)[0]
     row = {k: v for k, v in config.items() if not k.startswith("_")}
     row.update(patch=patch, test_patch="", problem_statement=(copy / "instruction.md").read_text(encoding="utf-8"))
+    return row
+
+
+def test_the_real_fixture_materializes_as_the_harbor_copy(tmp_path: Path) -> None:
+    copy = shared_path("fixtures", "harbor", "swebench-pro", FIXTURE)
+    config = json.loads((copy / "tests" / "config.json").read_text(encoding="utf-8"))
+    row = _fixture_row(copy)
+    patch = row["patch"]
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps(row) + "\n")
     scripts = tmp_path / "scripts" / FIXTURE
@@ -103,3 +113,29 @@ def test_the_real_fixture_materializes_as_the_harbor_copy(tmp_path: Path) -> Non
              for d in (task.environment.dockerfile, harbor.environment.dockerfile)]
     assert froms[0] == froms[1] and len(froms[0]) == 1
     assert patch.rstrip("\n") in (task.solution_dir / "solve.sh").read_text()  # type: ignore[operator]
+
+
+def _load_dir(tmp_path: Path, directory: Path) -> list:
+    cfg = load_config(["benchmark=swebench-pro", f"benchmark.path={directory}",
+                       f"benchmark.cache_dir={tmp_path / 'cache'}"])
+    return load_benchmark_report(cfg.benchmark).tasks
+
+
+def test_a_harbor_copy_with_a_partial_row_keeps_harbors_verifier(tmp_path: Path) -> None:
+    copy = shared_path("fixtures", "harbor", "swebench-pro", FIXTURE)
+    (task,) = _load_dir(tmp_path, copy.parent)
+    assert task.task_id == FIXTURE and task.verifier.protocol == "harbor" and "swebench_pro" not in task.metadata
+
+
+def test_a_harbor_copy_holding_the_whole_row_is_graded_by_its_parser_on_the_host(tmp_path: Path) -> None:
+    copy = shared_path("fixtures", "harbor", "swebench-pro", FIXTURE)
+    mine = tmp_path / "harbor" / FIXTURE
+    shutil.copytree(copy, mine)
+    (mine / "tests" / "config.json").write_text(json.dumps(_fixture_row(copy)))
+    (task,) = _load_dir(tmp_path, mine.parent)
+    assert (task.task_id, task.verifier.protocol) == (FIXTURE, "swebench_pro")
+    assert task.metadata["swebench_pro"]["fail_to_pass"][0] == "TestMTLSClientCAs"
+    assert task.environment.dockerfile == mine / "environment" / "Dockerfile"  # the copy's own image recipe
+    assert task.verifier.tests_dir is not None
+    assert (task.verifier.tests_dir / "parser.py").read_bytes() == (copy / "tests" / "parser.py").read_bytes()
+    assert "bash /tests/run_script.sh" in (task.verifier.tests_dir / "test.sh").read_text()
