@@ -89,12 +89,25 @@ class ProScripts:
             out[name] = text
         return out
 
+    def dockerfile(self, instance_id: str, kind: str) -> str | None:
+        """``dockerfiles/<kind>/<id>/Dockerfile`` (kind: base_dockerfile | instance_dockerfile), if present."""
+        return self._read(f"dockerfiles/{kind}/{instance_id}/Dockerfile")
+
+    def instances(self) -> list[str]:
+        """The instance ids with an instance Dockerfile (the public set), sorted."""
+        if self.git_dir is not None:
+            res = subprocess.run(["git", f"--git-dir={self.git_dir}", "ls-tree", "--name-only", "HEAD",
+                                  "dockerfiles/instance_dockerfile/"], capture_output=True, text=True)
+            return sorted(line.rsplit("/", 1)[-1] for line in res.stdout.split())
+        folder = self.root / "dockerfiles" / "instance_dockerfile"
+        return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
     def env_lines(self, instance_id: str) -> list[str]:
         """The ``ENV`` lines of the instance's base and instance Dockerfiles as ``export`` lines,
         as the official entry script makes them (empty when the copy has no dockerfiles/)."""
         out = []
         for kind in ("base_dockerfile", "instance_dockerfile"):
-            text = self._read(f"dockerfiles/{kind}/{instance_id}/Dockerfile") or ""
+            text = self.dockerfile(instance_id, kind) or ""
             for line in text.splitlines():
                 line = line.strip()
                 if re.match(r"^ENV\s", line):
