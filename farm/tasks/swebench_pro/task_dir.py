@@ -28,7 +28,7 @@ from typing import Any
 from farm.tasks.model import Task
 from farm.tasks.swebench_pro.rows import gold_checkout, image_tag, instruction
 
-FORMAT = 1
+FORMAT = 2  # 2: test.sh without set -u (as the official entry script)
 LOG_DIR = "/logs/verifier"
 STDOUT_LOG = f"{LOG_DIR}/run_script.stdout.txt"
 STDERR_LOG = f"{LOG_DIR}/run_script.stderr.txt"
@@ -64,9 +64,9 @@ storage = '10G'
 TEST_SH = """\
 #!/bin/bash
 # farm: SWE-bench Pro's grading steps for this instance (what swe_bench_pro_eval.py's entry script
-# does once the patch is in place). No `set -e`, as there: a failing step still leaves logs. The
-# instance's parser.py reads them on the host (farm/grade/swebench_pro.py).
-set -uo pipefail
+# does once the patch is in place), with no shell options, as there: a failing step still leaves
+# logs, and an ENV line naming an unset variable expands as it would upstream. The instance's
+# parser.py reads the logs on the host (farm/grade/swebench_pro.py).
 mkdir -p {log_dir}
 rm -f {stdout} {stderr} {exit_file}
 {exports}
