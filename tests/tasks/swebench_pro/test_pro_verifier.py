@@ -203,6 +203,11 @@ def test_pro_rows_without_the_scripts_key_are_refused_by_name(world: dict) -> No
         _load(world, f"benchmark.pro_scripts={world['root'] / 'nowhere'}")
 
 
+def test_the_scripts_key_on_a_run_without_swebench_pro_is_refused(world: dict) -> None:
+    with pytest.raises(ConfigError, match=r"'benchmark.pro_scripts': read only with benchmark=swebench-pro"):
+        load_config(["benchmark=swebench-verified", f"benchmark.pro_scripts={world['scripts']}"])
+
+
 def test_an_instance_without_scripts_fails_to_load_alone_and_named(world: dict) -> None:
     other = world["scripts"] / "instance_acme__calc-other"
     other.mkdir()
