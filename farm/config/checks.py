@@ -93,6 +93,7 @@ def validate(cfg: FarmConfig) -> None:
         raise ConfigError(f"invalid value {names!r} for 'experiment.arms': arm names must be unique")
     check_per_trial(cfg)
     check_cache_reporting(cfg)
+    check_pro_scripts(cfg)
     for sink in cfg.report.sinks:
         if sink not in REPORT_SINKS:
             raise ConfigError(f"invalid value {sink!r} in 'report.sinks': choose from {list(REPORT_SINKS)}")
@@ -126,6 +127,15 @@ def resolved_agent(cfg: FarmConfig) -> str:
     if cfg.agent.name != "auto":
         return cfg.agent.name
     return "leaf" if (cfg.model.base_url or cfg.serve.enabled) else "oracle"
+
+
+def check_pro_scripts(cfg: FarmConfig) -> None:
+    """Raises ConfigError for ``benchmark.pro_scripts`` on a run with no SWE-bench Pro benchmark:
+    only Pro rows read it, so elsewhere it would be silently ignored."""
+    known = cfg.experiment.benchmarks or [cfg.benchmark.name]
+    if cfg.benchmark.pro_scripts and not any(same_benchmark(b, "swebench_pro") for b in known):
+        raise ConfigError(f"invalid value {cfg.benchmark.pro_scripts!r} for 'benchmark.pro_scripts': read only "
+                          f"with benchmark=swebench-pro (the run's benchmarks are {known})")
 
 
 def check_per_trial(cfg: FarmConfig) -> None:

@@ -39,6 +39,7 @@ NOT_HASHED = (
     "model.stream", "model.request_retry_budget_s",
     "run.progress", "run.max_attempts", "run.retry_backoff_s", "store",
     "benchmark.strict", "benchmark.mirror", "benchmark.cache_dir", "benchmark.repos", "benchmark.pythons",
+    "benchmark.pro_scripts",
     "serve.host", "serve.port",
     "serve.ready_timeout_s", "serve.app_name", "serve.num_cpus", "report", "sandbox.local.root_dir",
     "sandbox.docker.image_min_free_gb", "sandbox.docker.start_timeout_s",

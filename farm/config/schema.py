@@ -50,6 +50,9 @@ class BenchmarkConfig:
     # <owner>+<name>, and CPython prefixes named by version (null: ~/.pyenv/versions)
     repos: Optional[str] = None
     pythons: Optional[str] = None
+    # SWE-bench Pro rows (farm/tasks/swebench_pro/): a copy of scaleapi/SWE-bench_Pro-os (checkout,
+    # bare clone or snapshot) holding run_scripts/<instance_id>/{run_script.sh,parser.py}
+    pro_scripts: Optional[str] = None
 
 
 @dataclass

@@ -14,6 +14,7 @@ never a reward of 0 for the agent.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -279,6 +280,10 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
         reward, error_class, error, summary = await _swebench_reward(task, read)
         output += summary + "\n"
         return result(reward, error_class, error)
+    if task.verifier.protocol == "swebench_pro":
+        reward, error_class, error, summary = await _swebench_pro_reward(task, read)
+        output += summary + "\n"
+        return result(reward, error_class, error)
     marker = task.verifier.success_marker
     if marker and marker not in output:
         return result(None, *_setup_or(run.output, VERIFIER_INCOMPLETE,
@@ -313,6 +318,22 @@ async def _swebench_reward(task: Task, read: Callable[[str], Awaitable[str | Non
     if log is None:
         return None, VERIFIER_NO_REWARD, f"the evaluation script wrote no {TEST_LOG}", ""
     verdict = grade_log(task.metadata["swebench"], log)  # type: ignore[arg-type]
+    if verdict.resolved is None:
+        return None, VERIFIER_INCOMPLETE, verdict.status, verdict.summary()
+    return (1.0 if verdict.resolved else 0.0), None, None, verdict.summary()
+
+
+async def _swebench_pro_reward(task: Task, read: Callable[[str], Awaitable[str | None]]
+                               ) -> tuple[float | None, str | None, str | None, str]:
+    """The instance's parser.py on the run script's logs, by the official rule (farm/grade/swebench_pro.py)."""
+    from farm.grade.swebench_pro import grade_logs
+    from farm.tasks.swebench_pro.task_dir import EXIT_FILE, STDERR_LOG, STDOUT_LOG
+
+    assert task.verifier.tests_dir is not None  # a Pro task is always loaded from its directory
+    # the parser is a subprocess (up to minutes on a large log): off the event loop
+    verdict = await asyncio.to_thread(grade_logs, task.metadata["swebench_pro"],  # type: ignore[arg-type]
+                                      task.verifier.tests_dir / "parser.py", await read(STDOUT_LOG),
+                                      await read(STDERR_LOG), await read(EXIT_FILE))
     if verdict.resolved is None:
         return None, VERIFIER_INCOMPLETE, verdict.status, verdict.summary()
     return (1.0 if verdict.resolved else 0.0), None, None, verdict.summary()

@@ -29,6 +29,10 @@ from farm.tasks.selection import select_ids, selector
 from farm.tasks.swebench.load import convert_harbor_copies, load_rows
 from farm.tasks.swebench.rows import SUFFIXES as ROW_SUFFIXES
 from farm.tasks.swebench.rows import is_rows_file
+from farm.tasks.swebench_pro.load import convert_harbor_copies as convert_pro_harbor_copies
+from farm.tasks.swebench_pro.load import load_pro_rows
+from farm.tasks.swebench_pro.rows import SUFFIXES as PRO_ROW_SUFFIXES
+from farm.tasks.swebench_pro.rows import is_rows_file as is_pro_rows_file
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +47,8 @@ _PLAIN = HarborDefaults(require_git_patch=False)
 BUILTIN_PATCH_GRADED = ("swe", "security")
 # sources whose instances can come as SWE-bench rows (benchmark.path=FILE) and are graded by the swebench rules
 SWEBENCH_SOURCES = ("swebench_verified",)
+# sources whose instances can come as SWE-bench Pro rows, graded by each instance's parser.py
+PRO_SOURCES = ("swebench_pro",)
 
 
 def _builtin(loaded: LoadedBenchmark) -> LoadedBenchmark:
@@ -69,11 +75,15 @@ def load_benchmark_report(cfg: BenchmarkConfig, *, quiet: bool = True) -> Loaded
     key = catalog.source_key(cfg.name) if cfg.name != "builtin" else None
     if cfg.path:
         path = Path(cfg.path).expanduser()
+        if key in PRO_SOURCES and is_pro_rows_file(path):
+            return load_pro_rows(path, catalog.get_source(key), scripts_dir=cfg.pro_scripts, select=select,
+                                 cache_dir=cfg.cache_dir).enforce(cfg.strict, quiet=quiet)
         if is_rows_file(path):
             return _load_rows_file(cfg, path, key, select).enforce(cfg.strict, quiet=quiet)
         if not path.is_dir():
             raise ConfigError(f"invalid value {cfg.path!r} for 'benchmark.path': not a directory "
-                              f"(or a SWE-bench rows file: {', '.join(ROW_SUFFIXES)})")
+                              f"(or a SWE-bench rows file: {', '.join(ROW_SUFFIXES)}; SWE-bench Pro rows: "
+                              f"{', '.join(PRO_ROW_SUFFIXES)})")
         if key is not None:
             src = catalog.get_source(key)
             source = Source(url=str(path.resolve()), revision=fetch.verified_revision(path, src), subpath=src.subpath)
@@ -96,6 +106,8 @@ def load_benchmark_report(cfg: BenchmarkConfig, *, quiet: bool = True) -> Loaded
         loaded = load_source(src, directory, select=select)
     if key is not None and key in SWEBENCH_SOURCES:
         loaded = convert_harbor_copies(loaded, repos=cfg.repos, pythons=cfg.pythons, cache_dir=cfg.cache_dir)
+    if key is not None and key in PRO_SOURCES:
+        loaded = convert_pro_harbor_copies(loaded, cache_dir=cfg.cache_dir)
     return loaded.enforce(cfg.strict, quiet=quiet)
 
 
@@ -103,7 +115,8 @@ def _load_rows_file(cfg: BenchmarkConfig, path: Path, key: str | None, select: A
     """``benchmark.path`` names SWE-bench rows (farm/tasks/swebench/load.py)."""
     if key not in SWEBENCH_SOURCES:
         raise ConfigError(f"invalid value {cfg.path!r} for 'benchmark.path': a rows file is read as a SWE-bench "
-                          f"source; set benchmark.name to one of {sorted(SWEBENCH_SOURCES)} (got {cfg.name!r})")
+                          f"source; set benchmark.name to one of {sorted(SWEBENCH_SOURCES + PRO_SOURCES)} "
+                          f"(got {cfg.name!r})")
     return load_rows(path, catalog.get_source(key), select=select, repos=cfg.repos, pythons=cfg.pythons,
                      cache_dir=cfg.cache_dir)
 

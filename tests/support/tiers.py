@@ -66,6 +66,10 @@ PROCESS_MODULES = {
     "test_patcheval.py": "git",
     "test_source_mirrors.py": "git mirrors",
     "test_sources.py": "git",
+    "test_pro_grade.py": "SWE-bench Pro instances' parser.py as a process",
+    "test_pro_scripts.py": "git (a scripts copy read from a bare repository)",
+    "test_pro_recipes.py": "git (the census's repository mirror)",
+    "test_pro_verifier.py": "test.sh, run_script.sh, parser.py and git on a repository the test makes",
 }
 
 

@@ -1,0 +1,163 @@
+"""A SWE-bench Pro row as a Harbor task directory, graded by the instance's own parser.
+
+The directory has what Harbor's SWE-bench Pro adapter writes (task.toml, instruction.md,
+``environment/Dockerfile`` FROM the published ``jefzda/sweap-images`` image with the repository
+at ``/app``, ``solution/solve.sh`` applying the gold patch, the official ``run_script.sh`` and
+``parser.py`` under ``tests/``), but ``tests/test.sh`` is farm's: it does what the official
+entry script does after applying the patch (the Dockerfiles' ``ENV`` lines exported, the last line
+of ``before_repo_set_cmd`` — the checkout of the test files from the fix commit — then
+``run_script.sh`` with the selected tests, comma-joined) and leaves the script's stdout, stderr and
+exit status in ``/logs/verifier``. farm runs ``parser.py`` on those logs on the host and applies
+the official rule (farm/grade/swebench_pro.py), so nothing the agent left in the sandbox can
+stand in for the parser or the reward.
+
+Directories are written once under a content hash of the row, the scripts and this format.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from farm.tasks.model import Task
+from farm.tasks.swebench_pro.rows import gold_checkout, image_tag, instruction
+
+FORMAT = 2  # 2: test.sh without set -u (as the official entry script)
+LOG_DIR = "/logs/verifier"
+STDOUT_LOG = f"{LOG_DIR}/run_script.stdout.txt"
+STDERR_LOG = f"{LOG_DIR}/run_script.stderr.txt"
+EXIT_FILE = f"{LOG_DIR}/run_script.exit"
+REPO_DIR = "/app"
+# what grading reads (farm/grade/swebench_pro.py); the rest of the row stays in tests/config.json
+ROW_KEYS = ("instance_id", "repo", "base_commit", "fail_to_pass", "pass_to_pass", "selected_test_files_to_run",
+            "dockerhub_tag", "repo_language")
+
+TASK_TOML = """\
+# written by farm from a SWE-bench Pro row (farm/tasks/swebench_pro/task_dir.py); limits as Harbor's adapter sets them
+[metadata]
+difficulty = "unknown"
+category = "debugging"
+tags = ["debugging", "swe-bench-pro"]
+repo = {repo}
+repo_language = {language}
+
+[verifier]
+timeout_sec = 3000
+network_mode = "no-network"
+
+[agent]
+timeout_sec = 3000
+
+[environment]
+build_timeout_sec = 1800.0
+cpus = 1
+memory = '4G'
+storage = '10G'
+"""
+
+TEST_SH = """\
+#!/bin/bash
+# farm: SWE-bench Pro's grading steps for this instance (what swe_bench_pro_eval.py's entry script
+# does once the patch is in place), with no shell options, as there: a failing step still leaves
+# logs, and an ENV line naming an unset variable expands as it would upstream. The instance's
+# parser.py reads the logs on the host (farm/grade/swebench_pro.py).
+mkdir -p {log_dir}
+rm -f {stdout} {stderr} {exit_file}
+{exports}
+cd {repo_dir}
+{checkout}
+bash /tests/run_script.sh {selected} > {stdout} 2> {stderr}
+code=$?
+echo "$code" > {exit_file}
+echo "[farm] run_script.sh exited $code; the last lines of its output:"
+tail -n 60 {stdout}
+"""
+
+SOLVE_SH = """\
+#!/bin/bash
+# the instance's gold patch (SWE-bench Pro's `patch` field)
+set -euo pipefail
+cd {repo_dir}
+git apply -v - <<'FARM_GOLD_PATCH_EOF'
+{patch}
+FARM_GOLD_PATCH_EOF
+"""
+
+
+def _q(value: str) -> str:
+    return json.dumps(value)
+
+
+def _dockerfile(row: dict[str, Any]) -> str:
+    # the dataset's own set-up lines before the last (reset, clean, checkout of the base commit),
+    # as Harbor's adapter runs them at build time; the last line belongs to grading
+    setup = [ln.strip() for ln in row["before_repo_set_cmd"].strip().split("\n")[:-1] if ln.strip()]
+    lines = [f"FROM {image_tag(row)}", "ENTRYPOINT []", f"WORKDIR {REPO_DIR}"]
+    if setup:
+        lines.append("RUN set -e && " + " && ".join(setup))
+    lines.append("RUN mkdir -p /logs")
+    return "\n".join(lines) + "\n"
+
+
+def files_of(row: dict[str, Any], scripts: dict[str, str], env_lines: list[str]) -> dict[str, str]:
+    """The task directory's files for ``row`` with the instance's scripts (relative path -> text)."""
+    # one argument, comma-joined, as the run scripts split it; quoting changes nothing for the
+    # Python instances' test ids (no spaces) and keeps a `[param]` id from being read as a glob
+    selected = ",".join(row["selected_test_files_to_run"])
+    test_sh = TEST_SH.format(log_dir=LOG_DIR, stdout=STDOUT_LOG, stderr=STDERR_LOG, exit_file=EXIT_FILE,
+                             exports="\n".join(env_lines), repo_dir=REPO_DIR, checkout=gold_checkout(row),
+                             selected=shlex.quote(selected) if selected else "")
+    return {
+        "task.toml": TASK_TOML.format(repo=_q(row["repo"]), language=_q(row.get("repo_language", "unknown"))),
+        "instruction.md": instruction(row),
+        "environment/Dockerfile": _dockerfile(row),
+        "tests/test.sh": test_sh,
+        "tests/run_script.sh": scripts["run_script.sh"],
+        "tests/parser.py": scripts["parser.py"],
+        "tests/config.json": json.dumps(row, indent=1, sort_keys=True) + "\n",
+        "solution/solve.sh": SOLVE_SH.format(repo_dir=REPO_DIR, patch=row["patch"].rstrip("\n")),
+    }
+
+
+def materialize(row: dict[str, Any], scripts: dict[str, str], env_lines: list[str], root: Path) -> Path:
+    """Write the row's task directory under ``root`` (once per content) and return it."""
+    files = files_of(row, scripts, env_lines)
+    h = hashlib.sha256(f"farm-swebench-pro-task v{FORMAT}\0".encode())
+    for rel, text in sorted(files.items()):
+        h.update(rel.encode() + b"\0" + text.encode() + b"\0")
+    final = root / f"{row['instance_id']}.{h.hexdigest()[:12]}" / row["instance_id"]
+    if (final / "task.toml").is_file():
+        return final
+    final.parent.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=final.parent.parent))
+    for rel, text in files.items():
+        path = tmp / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if rel.endswith(".sh"):
+            path.chmod(0o755)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(tmp, final)
+    except OSError:  # another process wrote the same content first
+        if not (final / "task.toml").is_file():
+            raise
+    return final
+
+
+def pro_task(task: Task, row: dict[str, Any]) -> Task:
+    """``task`` (loaded from a directory :func:`materialize` wrote) graded by the SWE-bench Pro rule."""
+    verifier = replace(task.verifier, protocol="swebench_pro", success_marker=None)
+    meta = {**task.metadata, "swebench_pro": {k: row[k] for k in ROW_KEYS if k in row}}
+    return replace(task, verifier=verifier, verifier_network="no-network", require_git_patch=True, metadata=meta)
+
+
+def default_root() -> Path:
+    base = os.environ.get("FARM_CACHE_DIR") or str(Path.home() / ".cache" / "farm")
+    return Path(base) / "swebench-pro-tasks"
