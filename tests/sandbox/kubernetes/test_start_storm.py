@@ -42,7 +42,7 @@ def test_a_storm_of_starts_never_holds_more_pods_pending_than_the_bound(
     emu = emulated.emu
     # each pod stays Pending for a while before it runs: without the run-wide bound, every
     # trial released at once would be Pending together
-    emu.kubelet_knobs.schedule_s = 0.5
+    emu.kubelet_knobs.schedule_s = 3.0
     make_task_dir(tmp_path / "tasks", "storm", CHECK_ANSWER, solve_sh=None)
     store = tmp_path / "store"
     cfg = load_config([
