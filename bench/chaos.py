@@ -179,32 +179,39 @@ def run_pass(name: str, args: argparse.Namespace, tmp: Path, tasks: Path, faults
             "run.retry_backoff_s=0.5", "run.breaker_consecutive=0", "run.progress=false", "run.preflight=false",
             f"run.id=chaos-{name}", *store_args])
 
+        async def inject(fault: str) -> None:
+            fired[fault] += 1
+            if fault == "node_lost":
+                cluster.kill_node()
+            elif fault == "store_503_storm":
+                plan.fail_writes()
+                await asyncio.sleep(args.storm_s)
+                with plan.lock:
+                    plan.writes_failing = False
+            elif fault == "endpoint_restart":
+                policy.kill()
+                await asyncio.sleep(args.restart_gap_s)
+                await asyncio.to_thread(policy.start)
+            elif fault == "failed_starts":
+                for i in range(args.burst_starts):
+                    (switch / f"{i:05d}").touch()
+
         async def main() -> tuple[Any, float]:
             t0 = time.monotonic()
             run = asyncio.create_task(run_experiment(cfg))
+            # each fault on its own task: a storm or a restart in progress does not delay the next
+            injecting = []
             for frac, fault in faults:
                 assert clean_wall is not None
                 wait = t0 + frac * clean_wall - time.monotonic()
                 done, _ = await asyncio.wait({run}, timeout=max(0.0, wait))
                 if done:
                     break
-                if fault == "node_lost":
-                    cluster.kill_node()
-                elif fault == "store_503_storm":
-                    plan.fail_writes()
-                    await asyncio.sleep(args.storm_s)
-                    with plan.lock:
-                        plan.writes_failing = False
-                elif fault == "endpoint_restart":
-                    policy.kill()
-                    await asyncio.sleep(args.restart_gap_s)
-                    await asyncio.to_thread(policy.start)
-                elif fault == "failed_starts":
-                    for i in range(args.burst_starts):
-                        (switch / f"{i:05d}").touch()
-                fired[fault] += 1
+                injecting.append(asyncio.create_task(inject(fault)))
             summary = await run
-            return summary, time.monotonic() - t0
+            wall = time.monotonic() - t0
+            await asyncio.gather(*injecting)  # a storm or a server still down ends before the next pass
+            return summary, wall
 
         summary, wall = asyncio.run(main())
     finally:
