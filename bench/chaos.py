@@ -277,10 +277,13 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.3, help="seconds per model turn")
     ap.add_argument("--storm-s", type=float, default=3.0)
     ap.add_argument("--restart-gap-s", type=float, default=1.0)
-    ap.add_argument("--burst-starts", type=int, default=50, help="sandbox starts the failed-start burst refuses")
+    ap.add_argument("--burst-starts", type=int, default=None,
+                    help="sandbox starts the failed-start burst refuses (default: a tenth of --trials, at most 50; "
+                         "at 12 trials 50 refusals made a trial use 5 of its 6 attempts)")
     ap.add_argument("--json", action="store_true", help="print the chaos pass as one JSON line instead of the table")
     args = ap.parse_args()
     args.max_in_flight = args.max_in_flight or max(1, args.trials // 4)
+    args.burst_starts = args.burst_starts if args.burst_starts is not None else max(1, min(50, args.trials // 10))
     tmp = Path(tempfile.mkdtemp(prefix="farm-chaos-"))
     tasks = make_task(tmp / "tasks")
     clean = run_pass("clean", args, tmp, tasks, [], None)
