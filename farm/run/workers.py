@@ -147,6 +147,9 @@ class _TrialWorker:
         self.gate = RayGate(gate, holder)
         self.started = time.time()
         self.shared: dict[bytes, Any] = {}  # object ref -> the task or config it holds, fetched once
+        import ray
+
+        self.node_id: str = ray.get_runtime_context().get_node_id()
 
     async def _get(self, ref: Any) -> Any:
         key = ref.binary()
@@ -156,8 +159,10 @@ class _TrialWorker:
 
     async def run(self, job: _RemoteJob) -> TrialOutcome:
         task, cfg = await self._get(job.task_ref), await self._get(job.cfg_ref)
-        return await execute(TrialJob(job.spec, task, cfg, job.attempt, job.config_hash, job.serving),
-                             self.endpoints, self.gate)
+        out = await execute(TrialJob(job.spec, task, cfg, job.attempt, job.config_hash, job.serving),
+                            self.endpoints, self.gate)
+        out.result.ray_node = self.node_id
+        return out
 
     def where(self) -> dict[str, str]:
         """The Ray node this worker runs on, to name it when the worker is lost."""
@@ -257,6 +262,13 @@ class RayExecutor:
         w = fut.result()
         return f"node {w['node_id']} ({w['ip']})"
 
+    def node_id_of(self, holder: str) -> str | None:
+        """The id of the node a worker ran on; None when it died before saying."""
+        fut = self.where.get(holder)
+        if fut is None or not fut.done() or fut.cancelled() or fut.exception() is not None:
+            return None
+        return fut.result()["node_id"]
+
     async def submit(self, job: TrialJob) -> TrialOutcome:
         import ray.exceptions
 
@@ -287,7 +299,8 @@ class RayExecutor:
                 if self.gate is not None:  # the start slots it held are free again
                     self.gate.release_holder.remote(holder)
             first = str(exc).splitlines()[0] if str(exc) else ""
-            return _lost(job, f"worker {holder} on {self.node_of(holder)} lost: {type(exc).__name__}: {first}")
+            return _lost(job, f"worker {holder} on {self.node_of(holder)} lost: {type(exc).__name__}: {first}",
+                         self.node_id_of(holder))
 
     async def phases(self) -> dict[str, int]:
         """Trials waiting for a start slot / starting / running / grading now, and their peaks."""
@@ -317,9 +330,10 @@ async def _where(actor: Any) -> dict[str, str]:
     return await actor.where.remote()
 
 
-def _lost(job: TrialJob, message: str) -> TrialOutcome:
+def _lost(job: TrialJob, message: str, node: str | None = None) -> TrialOutcome:
     row: TrialResult = base_row(job.spec, job.attempt, job.cfg, job.task, uid="lost", chash=job.config_hash,
                                 serving=job.serving)
+    row.ray_node = node
     return TrialOutcome(ended_row(row, WORKER_LOST, message))
 
 

@@ -138,6 +138,9 @@ class TrialResult:
     regraded_from: str | None = None
     original_status: str | None = None
     worker: str | None = None  # host/pid that ran the attempt
+    # the Ray node id the attempt ran on (a worker_lost row: the node that was lost); null for
+    # the local executor, and in rows written before the column existed
+    ray_node: str | None = None
     # unique per executed attempt: steps of an attempt that crashed before its trial row was
     # committed carry a uid no trial row has, so they can never be mixed into a later attempt
     attempt_uid: str | None = None

@@ -132,6 +132,12 @@ def test_trials_on_a_lost_node_are_recorded_and_rerun_once(tmp_path: Path, two_n
     # the round-robin gave the second node's worker half the trials; each cost one attempt
     assert len(lost) == TRIALS // 2 and all(r["status"] == "infra_error" for r in lost)
     assert all(f"node {lost_node}" in r["error"] for r in lost), [r["error"] for r in lost]
+    # the lost node is in its own column too, and every row names the Ray node that ran it:
+    # the re-runs ran on the head, the node that is left
+    assert {r["ray_node"] for r in lost} == {lost_node}
+    ran = [r for r in rows if r["error_class"] != "worker_lost"]
+    assert {r["ray_node"] for r in ran} <= {cluster.head_node.node_id, lost_node} and all(r["ray_node"] for r in ran)
+    assert {r["ray_node"] for r in ran if r["attempt"] > 1} == {cluster.head_node.node_id}
     # every trial lands exactly once, after its lost attempt if it had one; no attempt twice
     assert Counter((r["trial_key"], r["attempt"]) for r in rows).most_common(1)[0][1] == 1
     landed = Counter(r["trial_key"] for r in rows if r["status"] != "infra_error")

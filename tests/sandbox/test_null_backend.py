@@ -71,3 +71,31 @@ def test_a_run_on_it_is_graded_and_its_rows_say_sandbox_none(tmp_path: Path,
     tool_answers = {str(m.get("content")) for s in steps for m in json.loads(s["messages_json"])
                     if m.get("role") == "tool"}
     assert any(a.strip().endswith("hi") for a in tool_answers), tool_answers
+
+
+def test_each_chaos_token_fails_exactly_one_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from farm.sandbox.base import SandboxStartError
+    from farm.sandbox.none.sandbox import FAIL_STARTS_ENV
+
+    monkeypatch.setenv(GUARD_ENV, "1")
+    tokens = tmp_path / "tokens"
+    tokens.mkdir()
+    for i in range(2):
+        (tokens / f"{i}").touch()
+    monkeypatch.setenv(FAIL_STARTS_ENV, str(tokens))
+    cfg = _cfg(tmp_path)
+
+    async def start() -> str:
+        sb = open_sandbox(make_task(), cfg.sandbox, run_id="r", trial_key="k")
+        try:
+            await sb.start()
+        except SandboxStartError:
+            return "failed"
+        await sb.close()
+        return "started"
+
+    async def main() -> list[str]:
+        return [await start() for _ in range(3)]
+
+    assert asyncio.run(main()) == ["failed", "failed", "started"]
+    assert list(tokens.iterdir()) == []

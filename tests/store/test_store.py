@@ -88,3 +88,16 @@ def test_missing_bucket_is_named(s3_endpoint):
 def test_bad_uri_is_named():
     with pytest.raises(StoreError, match="ftp://x"):
         ResultStore.open("ftp://x/y")
+
+
+def test_rows_written_before_the_ray_node_column_still_read(tmp_path):
+    from farm.store.schema import TRIALS_SCHEMA, to_table
+
+    store = ResultStore.open(str(tmp_path))
+    old = to_table([_row("a", 1, "resolved")], TRIALS_SCHEMA).drop_columns(["ray_node"])  # an older farm's file
+    store.write_rows("trials", "r1", old)
+    store.write_rows("trials", "r1", to_table([_row("b", 1, "infra_error", error_class="worker_lost",
+                                                    ray_node="n" * 56)], TRIALS_SCHEMA))
+    rows = {r["trial_key"]: r for r in store.read_trials("r1").to_pylist()}
+    assert rows["a"]["ray_node"] is None and rows["a"]["status"] == "resolved"
+    assert rows["b"]["ray_node"] == "n" * 56

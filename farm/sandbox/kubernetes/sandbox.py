@@ -148,7 +148,15 @@ class KubeExecOpener:
         from kubernetes.stream import stream
 
         def connect() -> Any:
-            return stream(self.core.connect_get_namespaced_pod_exec, pod, self.namespace,
+            # kubernetes.stream swaps the ApiClient's call_api for its WebSocket one while the
+            # call runs: on the shared client, a pod read from another thread in that moment went
+            # out as a WebSocket handshake and failed the start ("Handshake status 200 OK", seen
+            # in a start storm of 50 at once); each exec opens on a client of its own
+            api = self.core.api_client
+            own = type(api)(api.configuration, cookie=api.cookie)
+            own.default_headers = dict(api.default_headers)
+            core = type(self.core)(own)
+            return stream(core.connect_get_namespaced_pod_exec, pod, self.namespace,
                           container=self.container, command=command, stdin=True, stdout=True,
                           stderr=True, tty=False, _preload_content=False, binary=True)
 

@@ -33,6 +33,7 @@ from farm.sandbox.base import (
     GcReport,
     SandboxClosedError,
     SandboxError,
+    SandboxStartError,
     SandboxStats,
     StatResult,
     ToolRequest,
@@ -41,6 +42,8 @@ from farm.sandbox.base import (
 from farm.tasks.model import Task
 
 GUARD_ENV = "FARM_BENCH_NULL_SANDBOX"
+# a directory: each file in it fails one start (bench/chaos.py's burst of failed starts)
+FAIL_STARTS_ENV = "FARM_BENCH_NULL_FAIL_STARTS"
 ISOLATION = "none: sandbox.backend=none (benchmark-only backend, no isolation)"
 # what the verifier's command is recognised by, and where its constant reward goes
 VERIFIER_COMMAND = "/tests/test.sh"
@@ -83,7 +86,21 @@ class NullSandbox:
         return posixpath.normpath(posixpath.join(cwd or self.workdir, path))
 
     async def start(self) -> None:
+        """Raises:
+        SandboxStartError: a start that took a token from the directory named by
+            FARM_BENCH_NULL_FAIL_STARTS (bench/chaos.py's burst of failed starts: one token per
+            start to fail; only this backend reads it).
+        """
         t0 = time.monotonic()
+        tokens = os.environ.get(FAIL_STARTS_ENV)
+        if tokens and os.path.isdir(tokens):
+            # a removal succeeds in exactly one process: each token fails exactly one start
+            for name in sorted(os.listdir(tokens)):
+                try:
+                    os.remove(os.path.join(tokens, name))
+                except FileNotFoundError:
+                    continue  # another start took it
+                raise SandboxStartError(f"none sandbox: start refused (chaos token {name})")
         self._started = True
         self.stats.start_s = time.monotonic() - t0
 

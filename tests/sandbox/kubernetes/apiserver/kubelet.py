@@ -103,6 +103,11 @@ class Kubelet:
         self.pods: dict[tuple[str, str], PodRuntime] = {}
         self.present_images: set[str] = set()
         self._events = itertools.count(1)
+        # every pod phase change as the kubelet published it: (monotonic s, namespace, name,
+        # phase), "Gone" once the pod object is removed; a test reads the start queue from it
+        self.phase_log: list[tuple[float, str, str, str]] = []
+        self._phase_now: dict[tuple[str, str], str] = {}
+        self._phase_lock = threading.Lock()
         self.toolbox = root / "toolbox"
         (self.toolbox / "python" / "bin").mkdir(parents=True, exist_ok=True)
         link = self.toolbox / "python" / "bin" / "python3"
@@ -126,6 +131,25 @@ class Kubelet:
             "source": {"component": "kubelet", "host": NODE}, "firstTimestamp": ts, "lastTimestamp": ts,
             "reportingComponent": "kubelet", "reportingInstance": NODE})
 
+    def _note_phase(self, namespace: str, name: str, phase: str) -> None:
+        with self._phase_lock:
+            if self._phase_now.get((namespace, name)) != phase:
+                self._phase_now[(namespace, name)] = phase
+                self.phase_log.append((time.monotonic(), namespace, name, phase))
+
+    def most_pending(self) -> int:
+        """The most pods in phase Pending at one moment, from the phase log."""
+        with self._phase_lock:
+            log = list(self.phase_log)
+        now: dict[tuple[str, str], str] = {}
+        pending = most = 0
+        for _, ns, name, phase in log:
+            before = now.get((ns, name))
+            now[(ns, name)] = phase
+            pending += (phase == "Pending") - (before == "Pending")
+            most = max(most, pending)
+        return most
+
     def _publish(self, rt: PodRuntime) -> None:
         def change(obj: dict[str, Any]) -> None:
             spec = obj["spec"]
@@ -144,6 +168,7 @@ class Kubelet:
             obj["status"] = st
 
         self.store.update("pods", rt.namespace, rt.name, change)
+        self._note_phase(rt.namespace, rt.name, rt.phase)
 
     @staticmethod
     def _cstatus(container: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
@@ -320,6 +345,7 @@ class Kubelet:
             fake.kill()
             shutil.rmtree(fake.dir, ignore_errors=True)
         self.pods.pop((rt.namespace, rt.name), None)
+        self._note_phase(rt.namespace, rt.name, "Gone")
         rt.gone.set()
 
     def kill_pod(self, namespace: str, name: str) -> None:

@@ -1,0 +1,36 @@
+"""bench/chaos.py at a few dozen trials: through two lost Ray nodes, a 503 storm on the store,
+a restarted model server and a burst of failed starts, every trial lands exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+TRIALS = 24
+
+
+def test_the_chaos_benchmark_lands_every_trial_exactly_once() -> None:
+    # nothing of CI's FARM_* settings or a cluster address: the benchmark starts its own cluster
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FARM_", "RAY_ADDRESS", "AWS_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "chaos.py"), "--trials", str(TRIALS),
+                           "--store", "s3", "--burst-starts", "4", "--json"],
+                          capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
+    assert done.stdout.strip(), done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (out["trials"], out["rows"], out["duplicates"], out["lost"]) == (TRIALS, TRIALS, 0, 0), out
+    assert done.returncode == 0, out
+    # the faults really happened, and cost attempts that the ledger accounts for
+    faults = out["faults"]
+    assert faults["node_lost"] == 2 and faults["endpoint_restart"] == 1, out
+    assert faults["store_503"] > 0 and faults["failed_starts"] == 4, out
+    assert out["faults_injected"] == 5 and out["worker_lost"] > 0 and out["attempts_per_trial"] > 1, out
+    assert out["unledgered"] == 0, out
