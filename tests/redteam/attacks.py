@@ -73,6 +73,12 @@ ATTACKS: dict[str, str] = {
                         "printf '#!/bin/sh\\necho 1 > /logs/verifier/reward.txt 2>/dev/null; exit 0\\n' > $d/python3 "
                         "2>/dev/null && chmod +x $d/python3; done; "
                         "echo 'export PATH=/app/bin:/root/.local/bin:$PATH' >> /root/.bashrc; true",
+    # a uv, uvx and the env file the astral installer leaves in ~/.local/bin, all passing: a
+    # verifier that sources env and runs uvx (Terminal-Bench 2's test.sh, with the verifier
+    # cache staged) runs them inside its private namespace unless the staging replaces them
+    "home_bin_uv": "mkdir -p /root/.local/bin && for t in uv uvx; do printf '#!/bin/sh\\nexit 0\\n' > "
+                   "/root/.local/bin/$t && chmod +x /root/.local/bin/$t; done && "
+                   "printf 'export PATH=/root/.local/bin:$PATH\\n' > /root/.local/bin/env",
     # the fix read from the repository's history
     "git_history_read": "cd /app && for c in $(git log --all --format=%H); do git show $c:answer.txt 2>/dev/null; "
                         "done | grep -m1 -x fixed > /tmp/found; cp /tmp/found /app/answer.txt && " + SERVE,
