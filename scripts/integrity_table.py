@@ -38,8 +38,8 @@ def table(cells: list[dict], known_holes: dict[tuple[str, str, str], str]) -> st
             rules = sorted({f.split("@", 1)[0] for f in cell.get("flags") or []})
             if rules:
                 text += " (" + ", ".join(f"`{r}`" for r in rules) + ")"
-            if (attack, grader, backend) in known_holes:
-                text += " — known hole"
+            if (attack, grader, backend) in known_holes and cell["outcome"] == "resolved":
+                text += " — known hole"  # admitted, and it did get through
             row.append(text)
         name = "honest solution (server left running)" if attack == "honest" else f"`{attack}`"
         lines.append(f"| {name} | " + " | ".join(row) + " |")

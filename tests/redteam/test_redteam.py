@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -104,12 +106,15 @@ def _task(root: Path, dockerfile: str, test_sh: str = TEST_SH) -> str:
 
 
 def _run(tmp_path: Path, command: str, backend: list[str], dockerfile: str,
-         test_sh: str = TEST_SH) -> dict[str, Any]:
-    _task(tmp_path / "tasks", dockerfile, test_sh)
+         test_sh: str = TEST_SH, tasks: Path | None = None) -> dict[str, Any]:
+    """One trial of ``command`` on a new task, or on the one task under ``tasks``."""
+    if tasks is None:
+        tasks = tmp_path / "tasks"
+        _task(tasks, dockerfile, test_sh)
     script = tmp_path / "agent.yaml"
     script.write_text(yaml.safe_dump([{"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]},
                                       {"content": "done"}]))
-    cfg = load_config([f"benchmark.path={tmp_path / 'tasks'}", "run.executor=local", f"store.uri={tmp_path / 'store'}",
+    cfg = load_config([f"benchmark.path={tasks}", "run.executor=local", f"store.uri={tmp_path / 'store'}",
                        "run.progress=false", "agent=scripted", f"agent.script={script}", "run.max_attempts=1",
                        *backend])
     summary = asyncio.run(run_experiment(cfg))
@@ -171,15 +176,32 @@ def test_local(tmp_path: Path, attack: str, record: Any) -> None:
 PODMAN_ATTACKS = ["honest", *sorted(ATTACKS)]
 
 
+@pytest.fixture(scope="module")
+def podman_tasks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One task for every podman cell of this session, so its image is built once (each cell
+    is a run of its own, with a container of its own); the image is removed at the end."""
+    from tests.support.podman import BASE_IMAGE, podman
+
+    root = tmp_path_factory.mktemp("redteam-podman")
+    name = _task(root, f"FROM {BASE_IMAGE}\nWORKDIR /app\n")
+    yield root
+    try:
+        listed = podman("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
+        for tag in (t for t in listed if name in t):  # the session's own task name: no other image
+            podman("rmi", "-f", tag)
+    except (OSError, subprocess.SubprocessError):  # a leftover tag, not a failed test
+        pass
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("attack", PODMAN_ATTACKS)
-def test_podman(tmp_path: Path, attack: str, record: Any, podman_env: dict[str, str]) -> None:
-    from tests.support.podman import BASE_IMAGE, TOOLBOX_IMAGE
+def test_podman(tmp_path: Path, attack: str, record: Any, podman_env: dict[str, str], podman_tasks: Path) -> None:
+    from tests.support.podman import TOOLBOX_IMAGE
 
     command = HONEST if attack == "honest" else ATTACKS[attack]
     backend = ["sandbox=docker", "sandbox.docker.engine=podman", f"sandbox.docker.toolbox_image={TOOLBOX_IMAGE}",
                "sandbox.docker.pull=never"]
-    row = _run(tmp_path, command, backend, f"FROM {BASE_IMAGE}\nWORKDIR /app\n")
+    row = _run(tmp_path, command, backend, "", tasks=podman_tasks)
     _check(row, attack, "podman", record)
 
 
@@ -196,3 +218,34 @@ def test_local_verifier_cache(tmp_path: Path, attack: str, record: Any) -> None:
                                    f"grade.verifier_cache.dir={cache}", "grade.verifier_cache.offline=true"],
                LOCAL_DOCKERFILE, UV_TEST_SH)
     _check(row, attack, "local", record, grader="harbor-uv")
+
+
+# the attacks a pod can meet: the reward and its directory, a daemon, fake output, test
+# configuration in the repository (system paths are not checked in a pod: docs/integrity.md)
+K8S_ATTACKS = ["honest", "reward_written", "reward_dir_symlinked", "leftover_daemon", "fake_passed_output",
+               "conftest_in_repo"]
+
+
+@pytest.fixture(scope="module")
+def k8s_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The API-server emulator (tests/sandbox/kubernetes/apiserver): the real client over HTTP,
+    each pod a bubblewrap sandbox from the host's /usr with the relay as PID 1."""
+    from tests.sandbox.kubernetes.apiserver import ApiServerEmulator
+
+    emu = ApiServerEmulator(tmp_path_factory.mktemp("redteam-k8s")).start()
+    yield emu
+    emu.stop()
+    assert emu.errors == [], emu.errors[0]
+
+
+@pytest.mark.bwrap
+@pytest.mark.root
+@pytest.mark.tools("nsenter", "git")
+@pytest.mark.parametrize("attack", K8S_ATTACKS)
+def test_k8s_emulator(tmp_path: Path, attack: str, record: Any, k8s_emulator: Any) -> None:
+    command = HONEST if attack == "honest" else ATTACKS[attack]
+    backend = ["sandbox=kubernetes", f"sandbox.kubernetes.kubeconfig={k8s_emulator.kubeconfig}",
+               f"sandbox.kubernetes.namespace={k8s_emulator.namespace}",
+               "sandbox.kubernetes.toolbox_image=farm-toolbox:test"]
+    row = _run(tmp_path, command, backend, LOCAL_DOCKERFILE)
+    _check(row, attack, "k8s-emulator", record)
