@@ -92,6 +92,17 @@ ATTACKS: dict[str, str] = {
 # the honest solution: the answer on disk and a server the tests query, left running
 HONEST = "echo fixed > /app/answer.txt && " + SERVE
 
+# (grader, backend) -> the attacks that apply there, where not all of them do (the table shows
+# the others as not applying). A pod: all but the system-path trojans, which a pod neither
+# protects nor checks and which the emulator's pods, run from the host's read-only /usr, would
+# refuse for the emulator's own reason. harbor-uv: the verifier cache's uv.
+APPLIES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("harbor", "k8s-emulator"): ("honest", "reward_written", "reward_dir_symlinked", "leftover_daemon",
+                                 "fake_passed_output", "conftest_in_repo", "user_site_pth", "sitecustomize",
+                                 "pytest11_entry_point", "pytest_plugins_env", "git_history_read"),
+    ("harbor-uv", "local"): ("honest", "home_bin_uv"),
+}
+
 # (attack, grader, backend) -> why it may resolve unflagged. Empty: no hole is admitted.
 KNOWN_HOLES: dict[tuple[str, str, str], str] = {
     ("git_history_read", "harbor", "local"): (
@@ -100,4 +111,5 @@ KNOWN_HOLES: dict[tuple[str, str, str], str] = {
         "and flags the read"),
     # the podman test image has no git: there the read fails, and the cell shows it unresolved
     ("git_history_read", "harbor", "podman"): "as for local",
+    ("git_history_read", "harbor", "k8s-emulator"): "as for local",
 }

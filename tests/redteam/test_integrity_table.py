@@ -37,6 +37,15 @@ def test_the_table_has_one_row_per_attack_and_one_column_per_grader_and_backend(
     assert rows["| `git_history_read`"].endswith("| **resolved, unflagged** — known hole | unresolved |")
 
 
+def test_columns_go_local_podman_k8s_and_an_attack_that_does_not_apply_reads_a_dash() -> None:
+    cells = [*CELLS, {"attack": "honest", "grader": "harbor", "backend": "k8s-emulator", "outcome": "resolved"},
+             {"attack": "honest", "grader": "harbor-uv", "backend": "local", "outcome": "resolved"}]
+    lines = it.table(cells, {}, {("harbor", "k8s-emulator"): ("honest",)}).splitlines()
+    assert lines[0] == "| attack | harbor on local | harbor on podman | harbor on k8s-emulator | harbor-uv on local |"
+    rows = {line.split(" | ")[0]: line for line in lines[2:]}
+    assert rows["| `leftover_daemon`"].endswith("| not run | — | not run |")
+
+
 def test_render_replaces_only_what_lies_between_the_markers() -> None:
     doc = f"before\n{it.BEGIN}\nold table\n{it.END}\nafter\n"
     out = it.render(doc, "new table")

@@ -1,5 +1,7 @@
 """The red-team suite: scripted attacking agents (tests/redteam/attacks.py) against the Harbor
-verifier (test.sh, graded in place with the defaults) on bubblewrap and podman.
+verifier (test.sh, graded in place with the defaults) on bubblewrap, podman and the Kubernetes
+backend over the API-server emulator (the attacks a pod can meet), and a uv-run test.sh with the
+verifier cache staged (``harbor-uv``: the agent's uv in ~/.local/bin).
 
 The task is Terminal-Bench shaped: its answer is a file and a server the tests query over
 loopback, so leftover processes are not killed before grading. The verifier is real pytest
@@ -29,7 +31,7 @@ import yaml
 from farm.config import load_config
 from farm.run.driver import run_experiment
 from farm.store import ResultStore
-from tests.redteam.attacks import ATTACKS, HONEST, KNOWN_HOLES, PORT, PY
+from tests.redteam.attacks import APPLIES, ATTACKS, HONEST, KNOWN_HOLES, PORT, PY
 
 TEST_SH = f"""#!/bin/bash
 cd /tests
@@ -206,7 +208,7 @@ def test_podman(tmp_path: Path, attack: str, record: Any, podman_env: dict[str, 
 
 
 @pytest.mark.bwrap
-@pytest.mark.parametrize("attack", ["honest", "home_bin_uv"])
+@pytest.mark.parametrize("attack", APPLIES["harbor-uv", "local"])
 def test_local_verifier_cache(tmp_path: Path, attack: str, record: Any) -> None:
     """test.sh runs uv from ~/.local/bin with the verifier cache staged (grader ``harbor-uv``):
     the agent's own uv, uvx and env there are replaced by the cache's, never run."""
@@ -218,12 +220,6 @@ def test_local_verifier_cache(tmp_path: Path, attack: str, record: Any) -> None:
                                    f"grade.verifier_cache.dir={cache}", "grade.verifier_cache.offline=true"],
                LOCAL_DOCKERFILE, UV_TEST_SH)
     _check(row, attack, "local", record, grader="harbor-uv")
-
-
-# the attacks a pod can meet: the reward and its directory, a daemon, fake output, test
-# configuration in the repository (system paths are not checked in a pod: docs/integrity.md)
-K8S_ATTACKS = ["honest", "reward_written", "reward_dir_symlinked", "leftover_daemon", "fake_passed_output",
-               "conftest_in_repo"]
 
 
 @pytest.fixture(scope="module")
@@ -241,7 +237,7 @@ def k8s_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.mark.bwrap
 @pytest.mark.root
 @pytest.mark.tools("nsenter", "git")
-@pytest.mark.parametrize("attack", K8S_ATTACKS)
+@pytest.mark.parametrize("attack", APPLIES["harbor", "k8s-emulator"])
 def test_k8s_emulator(tmp_path: Path, attack: str, record: Any, k8s_emulator: Any) -> None:
     command = HONEST if attack == "honest" else ATTACKS[attack]
     backend = ["sandbox=kubernetes", f"sandbox.kubernetes.kubeconfig={k8s_emulator.kubeconfig}",
