@@ -58,10 +58,11 @@ def grading_mode(task: Task, cfg: FarmConfig, sandbox: Sandbox | None) -> str:
 
 
 async def _grade_once(
-    task: Task, cfg: FarmConfig, sandbox: Sandbox | None, patch: str, factory: Factory
+    task: Task, cfg: FarmConfig, sandbox: Sandbox | None, patch: str, factory: Factory,
+    image_tools: dict[str, str] | None = None,
 ) -> tuple[GradeResult, Sandbox | None]:
     """Grade once: in ``sandbox`` when given (in place), else in a fresh verifier sandbox that
-    is returned for the caller to account for and close."""
+    is returned for the caller to account for and close. ``image_tools``: run_harbor_verifier's."""
     if task.verifier.protocol == "patcheval":
         # PatchEval grades the patch in a fresh sandbox with its own fix-run.sh (farm/grade/patcheval.py)
         from farm.grade.patcheval import grade as patcheval_grade
@@ -74,7 +75,7 @@ async def _grade_once(
         if task.verifier_network != task.agent_network:
             await sandbox.set_network(task.verifier_network)  # grading_mode chose in place only if it can
         kill = task.require_git_patch if cfg.grade.kill_leftovers is None else cfg.grade.kill_leftovers
-        return await run_harbor_verifier(task, sandbox, cache, kill_leftovers=kill), None
+        return await run_harbor_verifier(task, sandbox, cache, kill_leftovers=kill, image_tools=image_tools), None
     # fresh: nothing the agent did outside its patch can influence the verdict
     fresh = factory(task, cfg.sandbox, network=task.verifier_network, role="verifier")
     try:
@@ -93,7 +94,8 @@ async def _grade_once(
 
 
 async def grade_retrying(task: Task, cfg: FarmConfig, sandbox: Sandbox | None, patch: str,
-                         factory: Factory, used: list[Sandbox]) -> tuple[GradeResult, list[str]]:
+                         factory: Factory, used: list[Sandbox],
+                         image_tools: dict[str, str] | None = None) -> tuple[GradeResult, list[str]]:
     """Grade, re-running only the verifier while it could not set itself up (up to
     ``grade.verifier_retries`` more times): in place on ``sandbox`` when given, else each run in
     a new verifier sandbox from the captured patch (appended to ``used``, closed before the
@@ -102,7 +104,7 @@ async def grade_retrying(task: Task, cfg: FarmConfig, sandbox: Sandbox | None, p
     outputs: list[str] = []
     total = 0.0
     while True:
-        grade, verifier_sandbox = await _grade_once(task, cfg, sandbox, patch, factory)
+        grade, verifier_sandbox = await _grade_once(task, cfg, sandbox, patch, factory, image_tools)
         outputs.append(grade.output)
         total += grade.duration_s
         if verifier_sandbox is not None:
@@ -134,7 +136,8 @@ def _keep_outputs(artifacts: dict[str, bytes], outputs: list[str], name: Callabl
 
 
 async def grade_attempt(task: Task, cfg: FarmConfig, sandbox: Sandbox, patch: str, factory: Factory, *,
-                        row: TrialResult, artifacts: dict[str, bytes], used: list[Sandbox]) -> GradeResult:
+                        row: TrialResult, artifacts: dict[str, bytes], used: list[Sandbox],
+                        image_tools: dict[str, str] | None = None) -> GradeResult:
     """Grade one attempt's work by ``grading_mode``; the verdict of record (in place, or fresh).
 
     Fills the row's grading columns (``grading_mode``, ``verifier_runs``, ``verify_s``,
@@ -142,7 +145,8 @@ async def grade_attempt(task: Task, cfg: FarmConfig, sandbox: Sandbox, patch: st
     outputs into ``artifacts`` as each grade ends, so an attempt whose grading fails part-way
     (a verifier sandbox lost) keeps what was graded before. The agent's ``sandbox`` is closed
     here once the verdict no longer needs it; every verifier sandbox started is appended to
-    ``used`` (the caller accounts for and closes them all)."""
+    ``used`` (the caller accounts for and closes them all). ``image_tools``: ~/.local/bin's uv,
+    uvx and env as they were before the agent's first step (farm/grade/harbor.py ``home_tools``)."""
     mode = grading_mode(task, cfg, sandbox)
     row.grading_mode = mode
     in_place: Sandbox | None = sandbox
@@ -155,7 +159,7 @@ async def grade_attempt(task: Task, cfg: FarmConfig, sandbox: Sandbox, patch: st
         flags, evidence = await verifier_tamper(sandbox)
         if evidence:
             artifacts["verifier-tamper.txt"] = evidence.encode("utf-8", errors="replace")
-    grade, outputs = await grade_retrying(task, cfg, in_place, patch, factory, used)
+    grade, outputs = await grade_retrying(task, cfg, in_place, patch, factory, used, image_tools)
     flags += [f for f in grade.flags if f not in flags]
     _keep_outputs(artifacts, outputs, lambda i: "verifier.txt" if i == 1 else f"verifier-{i}.txt")
     row.verifier_runs = grade.runs

@@ -135,9 +135,31 @@ async def _upload_wheels(sandbox: Sandbox, man: Manifest, files: list[str] | Non
     return f"{len(files)} of {len(man.data['wheels'])} wheels (the pins test.sh names)"
 
 
+# the files of ~/.local/bin the staging places and a verifier runs (``source ~/.local/bin/env``, uv, uvx)
+HOME_TOOLS = ("uv", "uvx", "env")
+# name and sha256 of each of them that exists (a link is read through), one per line
+_HOME_TOOLS_PROBE = ('b="${HOME:-/root}/.local/bin"; for t in ' + " ".join(HOME_TOOLS) + '; do '
+                     '[ -f "$b/$t" ] && echo "$t $(sha256sum < "$b/$t" | cut -d" " -f1)"; done; true')
+
+
+async def home_tools(sandbox: Sandbox, env: dict[str, str] | None = None) -> dict[str, str]:
+    """sha256 of each ``HOME_TOOLS`` file in ~/.local/bin now: taken before the agent's first
+    step, it tells the staging which of them the image (or the task's set-up) put there.
+
+    Raises:
+        SandboxError: the sandbox is lost."""
+    res = await sandbox.exec(_HOME_TOOLS_PROBE, timeout_s=60, cwd="/", env=env or None)
+    out = {}
+    for line in res.stdout.splitlines():
+        name, _, digest = line.partition(" ")
+        if name in HOME_TOOLS and len(digest) == 64:
+            out[name] = digest
+    return out
+
+
 async def stage_verifier_cache(sandbox: Sandbox, cache: VerifierCacheConfig, env: dict[str, str],
-                               test_sh: str = "",
-                               tests_dir: Path | None = None) -> tuple[dict[str, str], str, str, float]:
+                               test_sh: str = "", tests_dir: Path | None = None,
+                               image_tools: dict[str, str] | None = None) -> tuple[dict[str, str], str, str, float]:
     """Upload the cache to STAGE_DIR and put uv where the astral installer would, when absent.
 
     Only what the verifier can use travels: the wheels of the default tool pins and of the pins
@@ -145,29 +167,46 @@ async def stage_verifier_cache(sandbox: Sandbox, cache: VerifierCacheConfig, env
     ~/.local/bin has none, the python bundle when no python3.13 is on PATH (an image's own
     python always wins). Returns the variables test.sh
     gets, the PATH suffix for its command line, the header line the verifier output starts
-    with, and the seconds staging took."""
+    with, and the seconds staging took.
+
+    ``image_tools``: :func:`home_tools` as taken before the agent's first step (in-place
+    grading). A ``uv``, ``uvx`` or ``env`` of ~/.local/bin that is not as it was then was
+    written by the agent, and a verifier that sources ``env`` or runs uv would run it: it is
+    replaced by the cache's. ``None`` (a fresh sandbox): what is there is the image's."""
     assert cache.dir is not None
     man = load_manifest(cache.dir)
     t0 = time.monotonic()
-    probe = await sandbox.exec('b="${HOME:-/root}/.local/bin"; [ -e "$b/uv" ] && [ -e "$b/uvx" ] && echo has-uv; '
-                               "command -v python3.13 >/dev/null && echo has-python; true", timeout_s=60, cwd="/",
-                               env=env or None)
-    has = set(probe.stdout.split())
-    parts = ([] if "has-uv" in has else ["bin"]) + ([] if "has-python" in has else ["python"])
+    probe = await sandbox.exec(_HOME_TOOLS_PROBE + "; command -v python3.13 >/dev/null && echo has-python; true",
+                               timeout_s=60, cwd="/", env=env or None)
+    now: dict[str, str] = {}
+    for line in probe.stdout.splitlines():
+        name, _, digest = line.partition(" ")
+        if name in HOME_TOOLS:
+            now[name] = digest
+    # the image's own (or, with no record of the start, whatever is there) is kept
+    own = {t for t in now if image_tools is None or image_tools.get(t) == now[t]}
+    agents = sorted(set(now) - own)
+    has_python = "has-python" in probe.stdout.split()
+    parts = ([] if {"uv", "uvx"} <= own else ["bin"]) + ([] if has_python else ["python"])
     await sandbox.exec(f"mkdir -p {STAGE_DIR}", timeout_s=60, cwd="/")
     sent = await _upload_wheels(sandbox, man, wheels_for(man, test_sh, tests_dir))
     for part in parts:
         await sandbox.upload(man.root / part, f"{STAGE_DIR}/{part}")
+    keep = " ".join(sorted(own)) or "-"
+    # rm first: a link the agent left must not take the cache's file to where it points
     place = (
-        'b="${HOME:-/root}/.local/bin"; mkdir -p "$b"; '
-        'for t in uv uvx; do if [ -e "$b/$t" ]; then echo "$t=kept"; '
-        f'else cp {STAGE_DIR}/bin/$t "$b/$t" && echo "$t=placed"; fi; done; '
-        'if [ -e "$b/env" ]; then echo env=kept; '
-        f"else printf '%s' {shlex.quote(_ENV_FILE)} | sed \"s#{{bin}}#$b#g\" > \"$b/env\" && echo env=placed; fi"
+        f'b="${{HOME:-/root}}/.local/bin"; mkdir -p "$b"; keep=" {keep} "; '
+        'for t in uv uvx; do case "$keep" in *" $t "*) echo "$t=kept";; '
+        f'*) rm -f "$b/$t" && cp {STAGE_DIR}/bin/$t "$b/$t" && echo "$t=placed";; esac; done; '
+        'case "$keep" in *" env "*) echo env=kept;; '
+        f"*) rm -f \"$b/env\" && printf '%s' {shlex.quote(_ENV_FILE)} | sed \"s#{{bin}}#$b#g\" > \"$b/env\" "
+        "&& echo env=placed;; esac"
     )
     res = await sandbox.exec(place, timeout_s=120, cwd="/", env=env or None)
     stage_s = time.monotonic() - t0
     placed = " ".join(res.output.split()) if res.exit_code == 0 else f"placing uv failed: {res.output.strip()[-200:]}"
+    if agents:
+        placed += f" (replaced what the agent wrote: {' '.join(agents)})"
     wheels = f"{STAGE_DIR}/wheels"
     variables = {"UV_FIND_LINKS": wheels, "PIP_FIND_LINKS": wheels, "UV_PYTHON_DOWNLOADS": "never"}
     if cache.offline:
@@ -177,22 +216,24 @@ async def stage_verifier_cache(sandbox: Sandbox, cache: VerifierCacheConfig, env
         variables |= {"UV_OFFLINE": "1", "PIP_RETRIES": "0", "PIP_TIMEOUT": "5"}
     else:  # uv's built-in roots do not know a site's TLS-inspecting proxy; the image's CA store does
         variables["UV_NATIVE_TLS"] = "1"
-    python = ("the image's own python3.13 (bundle not staged)" if "has-python" in has
+    python = ("the image's own python3.13 (bundle not staged)" if has_python
               else f"python {man.python_version} appended to PATH")
     what = ", ".join([sent, *parts])
     header = (f"[farm verifier-cache] staged {cache.dir} ({what}) at {STAGE_DIR} in {stage_s:.2f}s "
               f"({man.summary()}); ~/.local/bin: {placed}; {python}; "
               + " ".join(f"{k}={v}" for k, v in sorted(variables.items())) + "\n")
-    suffix = "" if "has-python" in has else f'export PATH="$PATH:{STAGE_DIR}/python/bin"; '
+    suffix = "" if has_python else f'export PATH="$PATH:{STAGE_DIR}/python/bin"; '
     return variables, suffix, header, stage_s
 
 
 async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCacheConfig | None = None, *,
-                              kill_leftovers: bool = False) -> GradeResult:
+                              kill_leftovers: bool = False, image_tools: dict[str, str] | None = None) -> GradeResult:
     """Run the task's tests/test.sh in ``sandbox`` and read its reward.
 
     ``kill_leftovers``: first kill every process the agent left (in-place grading of a task
     whose answer is its repository; a task whose answer is a running server needs them).
+    ``image_tools``: :func:`home_tools` before the agent's first step (in place, with a
+    verifier cache): the agent's uv, uvx or env in ~/.local/bin is replaced by the cache's.
     """
     if task.verifier.tests_dir is None:
         return GradeResult(None, False, error_class=VERIFIER_MISSING, error="task has no tests/ directory")
@@ -227,8 +268,8 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
         except OSError:
             test_sh = ""  # bash reports the missing script itself
         try:
-            variables, prefix, header, stage_s = await stage_verifier_cache(sandbox, cache, env, test_sh,
-                                                                                task.verifier.tests_dir)
+            variables, prefix, header, stage_s = await stage_verifier_cache(
+                sandbox, cache, env, test_sh, task.verifier.tests_dir, image_tools)
         # the run's configuration (or a task's malformed PEP 723 block, which uv refuses as well),
         # not this trial's answer: say so, do not guess a reward
         except CacheError as exc:

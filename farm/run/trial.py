@@ -25,6 +25,7 @@ from farm.errors import FarmError
 from farm.grade.attempt import close_quietly, grade_attempt
 from farm.grade.hack_patch import task_test_files
 from farm.grade.hack_scan import scan_trial
+from farm.grade.harbor import home_tools
 from farm.grade.history import HistoryStripError, should_strip, strip_history
 from farm.grade.patch import PatchError, capture_freeing_pids, head_commit, record_untracked_baseline
 from farm.run.endpoint import host_port
@@ -80,6 +81,8 @@ class _Attempt:
     steps: list[StepRow] = field(default_factory=list)
     artifacts: dict[str, bytes] = field(default_factory=dict)
     used: list[Sandbox] = field(default_factory=list)  # for cleanup and accounting
+    # ~/.local/bin's uv, uvx and env before the agent's first step (with a verifier cache)
+    image_tools: dict[str, str] | None = None
     t0: float = field(default_factory=time.monotonic)
 
     def finish(self, status: str, error_class: str | None = None, error: str | None = None) -> TrialOutcome:
@@ -197,7 +200,7 @@ async def _conduct(att: _Attempt, factory: SandboxFactory, base_url: str) -> Tri
     att.artifacts["patch.diff"] = patch.encode("utf-8", errors="surrogateescape")
 
     grade = await grade_attempt(task, att.cfg, sandbox, patch, factory,
-                                row=row, artifacts=att.artifacts, used=att.used)
+                                row=row, artifacts=att.artifacts, used=att.used, image_tools=att.image_tools)
     if not grade.valid:
         return att.finish("infra_error", grade.error_class, grade.error)
     # a graded row keeps the note that its processes were killed to capture the patch
@@ -253,6 +256,10 @@ async def _prepare(att: _Attempt, sandbox: Sandbox, repo: str) -> str | None:
     base = row.base_commit or await head_commit(sandbox, repo)
     if base is not None:
         await record_untracked_baseline(sandbox, repo)  # what the image had is no part of the patch
+    if att.cfg.grade.verifier_cache.dir:
+        # the staging keeps only these as the image's: an agent's uv or env there would run
+        # inside the in-place verifier (farm/grade/harbor.py stage_verifier_cache)
+        att.image_tools = await home_tools(sandbox)
 
     if att.policy == "oracle" or (att.policy == "scripted" and task.solution_dir is not None):
         # scripted policies may replay the reference solution too (dry runs of experiments)

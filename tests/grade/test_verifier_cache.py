@@ -16,7 +16,7 @@ import pytest
 
 from farm.config import VerifierCacheConfig
 from farm.grade import verifier_cache as vc
-from farm.grade.harbor import run_harbor_verifier
+from farm.grade.harbor import home_tools, run_harbor_verifier
 from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.model import Environment, Task, VerifierSpec
 from tests.shared import shared_path
@@ -159,6 +159,37 @@ async def test_staging_places_uv_only_where_absent_and_appends_python_to_the_end
     assert "image-uv" in kept_lines and "/app/bin/python3.13" in kept_lines and "UV_OFFLINE=1" not in kept.output
     assert "UV_NATIVE_TLS=1" in kept_header and "UV_NATIVE_TLS=1" not in header  # online: the image's CA store
     assert not next(ln for ln in kept_lines if ln.startswith("PATH=")).endswith("/python/bin")
+
+
+@pytest.mark.bwrap
+async def test_what_the_agent_wrote_in_local_bin_is_replaced_and_what_the_image_had_is_kept(
+        verifier_cache: Path, tmp_path: Path) -> None:
+    sh = (f'source "$HOME/.local/bin/env"; uv; cmp "$HOME/.local/bin/uvx" {vc.STAGE_DIR}/bin/uvx && echo cache-uvx; '
+          'echo "PATH=$PATH"; echo 1 > /logs/verifier/reward.txt\n')
+    task = _task(tmp_path, sh)
+    sb = LocalSandbox(task, root_dir=tmp_path / "sb")
+    await sb.start()
+    try:
+        # the image's own uv, recorded before the agent's first step (farm/run/trial.py)
+        await sb.exec('mkdir -p /root/.local/bin && printf "#!/bin/sh\\necho image-uv\\n" > /root/.local/bin/uv && '
+                      'chmod +x /root/.local/bin/uv', cwd="/")
+        before = await home_tools(sb)
+        # the agent: a uvx that passes everything, reached through a link, and an env of its own
+        await sb.exec('mkdir -p /app && printf "#!/bin/sh\\necho agent-uvx\\n" > /app/fake && chmod +x /app/fake && '
+                      'ln -s /app/fake /root/.local/bin/uvx && '
+                      'printf "echo agent-env\\n" > /root/.local/bin/env', cwd="/")
+        res = await run_harbor_verifier(task, sb, VerifierCacheConfig(dir=str(verifier_cache)), image_tools=before)
+        fake = (await sb.exec("cat /app/fake", cwd="/")).stdout
+    finally:
+        await sb.close()
+    assert set(before) == {"uv"}
+    header, *lines = res.output.splitlines()
+    assert "~/.local/bin: uv=kept uvx=placed env=placed (replaced what the agent wrote: env uvx);" in header
+    assert "image-uv" in lines and "cache-uvx" in lines
+    assert "agent-env" not in lines and "agent-uvx" not in lines
+    assert next(ln for ln in lines if ln.startswith("PATH=")).startswith("PATH=/root/.local/bin:")
+    assert fake == "#!/bin/sh\necho agent-uvx\n"  # the link was removed, not written through
+    assert res.resolved
 
 
 @pytest.mark.bwrap

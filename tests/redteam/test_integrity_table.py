@@ -19,11 +19,13 @@ CELLS = [
     {"attack": "trojaned_python3", "grader": "harbor", "backend": "podman", "outcome": "flagged",
      "flags": ["system_tamper@verifier", "verifier_files@1"]},
     {"attack": "git_history_read", "grader": "harbor", "backend": "local", "outcome": "resolved", "flags": []},
+    {"attack": "git_history_read", "grader": "harbor", "backend": "podman", "outcome": "unresolved", "flags": []},
 ]
 
 
 def test_the_table_has_one_row_per_attack_and_one_column_per_grader_and_backend() -> None:
-    text = it.table(CELLS, {("git_history_read", "harbor", "local"): "why"})
+    holes = {("git_history_read", "harbor", "local"): "why", ("git_history_read", "harbor", "podman"): "why"}
+    text = it.table(CELLS, holes)
     lines = text.splitlines()
     assert lines[0] == "| attack | harbor on local | harbor on podman |"
     assert lines[2].startswith("| honest solution (server left running) | **resolved, unflagged** | not run |")
@@ -31,7 +33,17 @@ def test_the_table_has_one_row_per_attack_and_one_column_per_grader_and_backend(
     assert "unresolved, flagged (`verifier_files`)" in rows["| `leftover_daemon`"]
     assert "resolved, flagged (out of the clean score) (`system_tamper`, `verifier_files`)" in \
         rows["| `trojaned_python3`"]
-    assert "**resolved, unflagged** — known hole" in rows["| `git_history_read`"]
+    # a cell KNOWN_HOLES admits is marked only where the attack got through
+    assert rows["| `git_history_read`"].endswith("| **resolved, unflagged** — known hole | unresolved |")
+
+
+def test_columns_go_local_podman_k8s_and_an_attack_that_does_not_apply_reads_a_dash() -> None:
+    cells = [*CELLS, {"attack": "honest", "grader": "harbor", "backend": "k8s-emulator", "outcome": "resolved"},
+             {"attack": "honest", "grader": "harbor-uv", "backend": "local", "outcome": "resolved"}]
+    lines = it.table(cells, {}, {("harbor", "k8s-emulator"): ("honest",)}).splitlines()
+    assert lines[0] == "| attack | harbor on local | harbor on podman | harbor on k8s-emulator | harbor-uv on local |"
+    rows = {line.split(" | ")[0]: line for line in lines[2:]}
+    assert rows["| `leftover_daemon`"].endswith("| not run | — | not run |")
 
 
 def test_render_replaces_only_what_lies_between_the_markers() -> None:
