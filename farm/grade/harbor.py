@@ -317,12 +317,9 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
 
     if run.timed_out:
         return result(None, VERIFIER_TIMEOUT, f"tests/test.sh did not finish within {task.verifier_timeout_s:g}s")
-    if task.verifier.protocol == "swebench":
-        reward, error_class, error, summary = await _swebench_reward(task, read)
-        output += summary + "\n"
-        return result(reward, error_class, error)
-    if task.verifier.protocol == "swebench_pro":
-        reward, error_class, error, summary = await _swebench_pro_reward(task, read)
+    protocol_reward = {"swebench": _swebench_reward, "swebench_pro": _swebench_pro_reward}.get(task.verifier.protocol)
+    if protocol_reward is not None:  # the benchmark's own rules on the log test.sh wrote, not a reward file
+        reward, error_class, error, summary = await protocol_reward(task, read)
         output += summary + "\n"
         return result(reward, error_class, error)
     marker = task.verifier.success_marker
