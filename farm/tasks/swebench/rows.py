@@ -7,8 +7,11 @@ lists or JSON-encoded lists (both are published).
 
 from __future__ import annotations
 
+import csv
 import json
 import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +32,15 @@ def is_rows_file(path: Path) -> bool:
     return path.is_file() and path.suffix.lower() in SUFFIXES
 
 
-def _read(path: Path) -> list[Any]:
-    if path.suffix.lower() == ".parquet":
+def read_raw(path: Path, what: str = "SWE-bench rows") -> list[Any]:
+    """The raw rows of ``path``: Parquet, a JSON list, JSON lines or (SWE-bench Pro's official
+    input) CSV, by suffix and content.
+
+    Raises:
+        TaskFormatError: an unreadable file, naming it (and the line of a bad JSON line).
+    """
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
         import pyarrow.parquet as pq
 
         try:
@@ -40,7 +50,14 @@ def _read(path: Path) -> list[Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise TaskFormatError(path, f"cannot read SWE-bench rows: {exc}") from None
+        raise TaskFormatError(path, f"cannot read {what}: {exc}") from None
+    if suffix == ".csv":
+        # patches and problem statements are long multi-line cells
+        csv.field_size_limit(sys.maxsize)
+        try:
+            return list(csv.DictReader(text.splitlines(keepends=True)))
+        except csv.Error as exc:
+            raise TaskFormatError(path, f"not a CSV table: {exc}") from None
     if text.lstrip().startswith("["):
         try:
             data = json.loads(text)
@@ -54,6 +71,22 @@ def _read(path: Path) -> list[Any]:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as exc:
                 raise TaskFormatError(f"{path}:{no}", f"not a JSON line: {exc}") from None
+    return rows
+
+
+def checked_rows(path: Path, raw: list[Any], check: Callable[[Any, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """``raw`` each passed through ``check`` (named by row number); a duplicate ``instance_id`` is an error.
+
+    Raises:
+        TaskFormatError: a bad row, named by its number.
+    """
+    rows, seen = [], set()
+    for no, item in enumerate(raw, 1):
+        row = check(item, f"{path}: row {no}")
+        if row["instance_id"] in seen:
+            raise TaskFormatError(f"{path}: row {no}", f"duplicate instance_id {row['instance_id']!r}")
+        seen.add(row["instance_id"])
+        rows.append(row)
     return rows
 
 
@@ -109,11 +142,4 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     Raises:
         TaskFormatError: an unreadable file or a bad row (named by line/row number).
     """
-    rows, seen = [], set()
-    for no, raw in enumerate(_read(path), 1):
-        row = check_row(raw, f"{path}: row {no}")
-        if row["instance_id"] in seen:
-            raise TaskFormatError(f"{path}: row {no}", f"duplicate instance_id {row['instance_id']!r}")
-        seen.add(row["instance_id"])
-        rows.append(row)
-    return rows
+    return checked_rows(path, read_raw(path), check_row)

@@ -95,11 +95,18 @@ def files_of(row: dict[str, Any]) -> dict[str, str]:
 
 def materialize(row: dict[str, Any], root: Path) -> Path:
     """Write the row's task directory under ``root`` (once per content) and return it."""
-    files = files_of(row)
-    h = hashlib.sha256(f"farm-swebench-task v{FORMAT} swebench {spec.SWEBENCH_VERSION}\0".encode())
+    salt = f"farm-swebench-task v{FORMAT} swebench {spec.SWEBENCH_VERSION}"
+    return write_task_dir(files_of(row), root, row["instance_id"], salt)
+
+
+def write_task_dir(files: dict[str, str], root: Path, instance_id: str, salt: str) -> Path:
+    """``files`` (relative path -> text) as ``root/<instance_id>.<content hash>/<instance_id>``,
+    written once per content and atomically (a rename), so concurrent writers never see half a
+    task; ``salt`` names the format, so a format change gets new directories."""
+    h = hashlib.sha256(f"{salt}\0".encode())
     for rel, text in sorted(files.items()):
         h.update(rel.encode() + b"\0" + text.encode() + b"\0")
-    final = root / f"{row['instance_id']}.{h.hexdigest()[:12]}" / row["instance_id"]
+    final = root / f"{instance_id}.{h.hexdigest()[:12]}" / instance_id
     if (final / "task.toml").is_file():
         return final
     final.parent.parent.mkdir(parents=True, exist_ok=True)

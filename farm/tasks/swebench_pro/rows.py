@@ -12,14 +12,13 @@ file, the row and the field.
 from __future__ import annotations
 
 import ast
-import csv
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 from farm.errors import TaskFormatError
+from farm.tasks.swebench.rows import checked_rows, read_raw
 
 REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement",
             "fail_to_pass", "pass_to_pass", "before_repo_set_cmd", "selected_test_files_to_run")
@@ -35,41 +34,6 @@ _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 def is_rows_file(path: Path) -> bool:
     return path.is_file() and path.suffix.lower() in SUFFIXES
-
-
-def _read(path: Path) -> list[Any]:
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            return pq.read_table(path).to_pylist()
-        except Exception as exc:  # noqa: BLE001 - any unreadable file is the same error to the user
-            raise TaskFormatError(path, f"cannot read the Parquet rows: {exc}") from None
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskFormatError(path, f"cannot read SWE-bench Pro rows: {exc}") from None
-    if suffix == ".csv":
-        # patches and problem statements are long multi-line cells
-        csv.field_size_limit(sys.maxsize)
-        try:
-            return list(csv.DictReader(text.splitlines(keepends=True)))
-        except csv.Error as exc:
-            raise TaskFormatError(path, f"not a CSV table: {exc}") from None
-    if text.lstrip().startswith("["):
-        try:
-            return list(json.loads(text))
-        except json.JSONDecodeError as exc:
-            raise TaskFormatError(path, f"not a JSON list: {exc}") from None
-    rows = []
-    for no, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise TaskFormatError(f"{path}:{no}", f"not a JSON line: {exc}") from None
-    return rows
 
 
 def decode_list(value: Any, where: str, key: str) -> list[str]:
@@ -130,14 +94,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     Raises:
         TaskFormatError: an unreadable file or a bad row (named by line/row number).
     """
-    rows, seen = [], set()
-    for no, raw in enumerate(_read(path), 1):
-        row = check_row(raw, f"{path}: row {no}")
-        if row["instance_id"] in seen:
-            raise TaskFormatError(f"{path}: row {no}", f"duplicate instance_id {row['instance_id']!r}")
-        seen.add(row["instance_id"])
-        rows.append(row)
-    return rows
+    return checked_rows(path, read_raw(path, "SWE-bench Pro rows"), check_row)
 
 
 def gold_checkout(row: dict[str, Any]) -> str:

@@ -16,16 +16,15 @@ Directories are written once under a content hash of the row, the scripts and th
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shlex
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from farm.tasks.model import Task
+from farm.tasks.swebench.task_dir import write_task_dir
 from farm.tasks.swebench_pro.rows import gold_checkout, image_tag, instruction
 
 FORMAT = 2  # 2: test.sh without set -u (as the official entry script)
@@ -127,28 +126,8 @@ def files_of(row: dict[str, Any], scripts: dict[str, str], env_lines: list[str])
 
 def materialize(row: dict[str, Any], scripts: dict[str, str], env_lines: list[str], root: Path) -> Path:
     """Write the row's task directory under ``root`` (once per content) and return it."""
-    files = files_of(row, scripts, env_lines)
-    h = hashlib.sha256(f"farm-swebench-pro-task v{FORMAT}\0".encode())
-    for rel, text in sorted(files.items()):
-        h.update(rel.encode() + b"\0" + text.encode() + b"\0")
-    final = root / f"{row['instance_id']}.{h.hexdigest()[:12]}" / row["instance_id"]
-    if (final / "task.toml").is_file():
-        return final
-    final.parent.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=final.parent.parent))
-    for rel, text in files.items():
-        path = tmp / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        if rel.endswith(".sh"):
-            path.chmod(0o755)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.rename(tmp, final)
-    except OSError:  # another process wrote the same content first
-        if not (final / "task.toml").is_file():
-            raise
-    return final
+    return write_task_dir(files_of(row, scripts, env_lines), root, row["instance_id"],
+                          f"farm-swebench-pro-task v{FORMAT}")
 
 
 def pro_task(task: Task, row: dict[str, Any]) -> Task:
