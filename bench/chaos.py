@@ -30,6 +30,7 @@ faults injected; the worst start queue (most trials waiting for a start slot at 
 
     .venv/bin/python bench/chaos.py --trials 2000 --store s3
     .venv/bin/python bench/chaos.py --trials 40 --json      # one JSON line, the chaos pass's numbers
+    .venv/bin/python bench/chaos.py --trials 40 --json-out chaos.json   # the same, in a file
 """
 
 from __future__ import annotations
@@ -281,6 +282,9 @@ def main() -> None:
                     help="sandbox starts the failed-start burst refuses (default: a tenth of --trials, at most 50; "
                          "at 12 trials 50 refusals made a trial use 5 of its 6 attempts)")
     ap.add_argument("--json", action="store_true", help="print the chaos pass as one JSON line instead of the table")
+    # Ray may still print to stdout after the JSON line (its log-dedup notice at shutdown), so a
+    # caller that parses the result reads this file rather than the last line of stdout
+    ap.add_argument("--json-out", type=Path, default=None, help="also write the chaos pass as JSON to this file")
     args = ap.parse_args()
     args.max_in_flight = args.max_in_flight or max(1, args.trials // 4)
     args.burst_starts = args.burst_starts if args.burst_starts is not None else max(1, min(50, args.trials // 10))
@@ -290,6 +294,8 @@ def main() -> None:
     faults = schedule(args.seed, args.store)
     chaos = run_pass("chaos", args, tmp, tasks, faults, clean["wall_s"])
     chaos["schedule"] = [f"{f}@{frac:.0%}" for frac, f in faults]
+    if args.json_out:
+        args.json_out.write_text(json.dumps(chaos))
     if args.json:
         print(json.dumps(chaos))
     else:
