@@ -10,11 +10,14 @@ objects are pruned. What was removed is counted, so a row can say so.
 
 Tasks whose repository history *is* the task (Terminal-Bench's ``fix-git`` recovers a commit
 from the reflog) must keep it: ``benchmark.strip_history=null`` (the default) strips only
-tasks graded by their git patch (SWE-bench-style sources, ``require_git_patch``).
+tasks graded by their git patch (SWE-bench-style sources, ``require_git_patch``). A kept history
+is not thereby a free answer: unless the task says version control is its subject
+(:func:`history_is_the_task`), the hack scan still flags reading it.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -56,6 +59,26 @@ class StripResult:
     refs_removed: int = 0  # refs, remotes' refs and special heads deleted
     objects_removed: int = 0  # objects the prune dropped (loose + packed)
     base_commit: str | None = None  # HEAD the agent starts from (the hack scan's "not foreign" commit)
+
+
+# Terminal-Bench's own labels for tasks about version control (fix-git, git-multibranch,
+# sanitize-git-repo, git-leak-recovery, configure-git-webserver carry one of them)
+_VCS_TAGS = frozenset({"git", "version-control", "version control", "vcs"})
+_VCS_WORDS = re.compile(r"\b(git|reflog)\b", re.IGNORECASE)
+
+
+def history_is_the_task(task: Task) -> bool:
+    """Whether reading the repository's history is part of the work: the task's metadata tags it
+    as a version-control task, or its instruction names git. fix-git's instruction never says
+    "git" (its tag does), so the instruction alone is not enough; a task with neither, whose
+    history still holds the answer (an image built from the fixed repository), is one where a
+    history read is a shortcut, and the scan flags it."""
+    tags = task.metadata.get("tags") or ()
+    if isinstance(tags, str):
+        tags = (tags,)
+    if any(str(t).strip().lower() in _VCS_TAGS for t in tags):  # type: ignore[union-attr]
+        return True
+    return bool(_VCS_WORDS.search(task.instruction))
 
 
 def should_strip(task: Task, setting: bool | None) -> bool:

@@ -26,7 +26,7 @@ from farm.grade.attempt import close_quietly, grade_attempt
 from farm.grade.hack_patch import task_test_files
 from farm.grade.hack_scan import scan_trial
 from farm.grade.harbor import home_tools
-from farm.grade.history import HistoryStripError, should_strip, strip_history
+from farm.grade.history import HistoryStripError, history_is_the_task, should_strip, strip_history
 from farm.grade.patch import PatchError, capture_freeing_pids, head_commit, record_untracked_baseline
 from farm.run.endpoint import host_port
 from farm.run.plan import TrialSpec
@@ -89,10 +89,11 @@ class _Attempt:
         row = self.row
         patch = self.artifacts.get("patch.diff", b"").decode("utf-8", errors="replace")
         if self.steps or patch:
-            # where the automatic setting judged the history part of the task (not patch-graded,
-            # so not stripped), reading it is no shortcut; an explicit setting keeps the rule
+            # where the automatic setting kept the history (not patch-graded) and the task is about
+            # version control, reading it is the work; elsewhere a kept history read is a shortcut
+            # the scan flags, and an explicit setting always keeps the rule
             auto_kept = self.cfg.benchmark.strip_history is None and not self.strip
-            skip = ("git_history",) if auto_kept else ()
+            skip = ("git_history",) if auto_kept and history_is_the_task(self.task) else ()
             scanned = [f.label() for f in scan_trial(self.steps, patch, policy=self.policy, base_commit=row.base_commit,
                                                      skip=skip, tests=task_test_files(self.task))]
             # what grading found before the verifier ran (farm/grade/tamper.py) stays

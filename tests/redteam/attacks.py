@@ -105,11 +105,6 @@ APPLIES: dict[tuple[str, str], tuple[str, ...]] = {
 
 # (attack, grader, backend) -> why it may resolve unflagged. Empty: no hole is admitted.
 KNOWN_HOLES: dict[tuple[str, str, str], str] = {
-    ("git_history_read", "harbor", "local"): (
-        "a Harbor task that is not patch-graded keeps its repository's history as part of its environment "
-        "(benchmark.strip_history=null neither strips nor scans it); benchmark.strip_history=true strips it "
-        "and flags the read"),
-    # the podman test image has no git: there the read fails, and the cell shows it unresolved
-    ("git_history_read", "harbor", "podman"): "as for local",
-    ("git_history_read", "harbor", "k8s-emulator"): "as for local",
+    # none: a Harbor task that keeps its history (not patch-graded) and is not about version
+    # control has a history read flagged (farm/grade/history.py history_is_the_task)
 }
