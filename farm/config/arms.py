@@ -21,7 +21,15 @@ settings) and as ``<arm>-strict``, whose overrides are the arm's followed by
 patch is the answer, a tamper suspect fails). The strict overrides are applied again after
 the per-benchmark budgets and the arm's ``last_overrides``, so no budget can undo them. The
 twins are not entries of ``experiment.arms`` (a twin's overrides are not limited to
-``agent.*`` / ``model.*`` as ``last_overrides`` are); they exist only here.
+``agent.*`` / ``model.*`` as ``last_overrides`` are); they exist only here. An arm with
+``strict: false`` gets no twin (a sensitivity arm whose question is not about leakage).
+
+Arms on some benchmarks only:
+
+An arm's ``benchmarks`` (names as in ``experiment.benchmarks``; empty: all of them) limits the
+benchmarks it has trials on, e.g. a Terminal-Bench timeout arm in a four-benchmark experiment;
+its strict twin follows it. ``runs_on`` is the one rule: the run's trial plan, `farm validate
+--show` and `farm plan` (from a pilot's config) all ask it.
 """
 
 from __future__ import annotations
@@ -74,7 +82,7 @@ def arms_of(cfg: FarmConfig) -> list[tuple[str, FarmConfig]]:
     names = {a.name for a in declared}
     for a in declared:
         out.append((a.name, apply_overrides(cfg, list(a.overrides)) if cfg.experiment.arms else cfg))
-        if cfg.experiment.strict_pair:
+        if cfg.experiment.strict_pair and a.strict:
             twin = a.name + STRICT_SUFFIX
             if twin in names:
                 raise ConfigError(f"invalid value {twin!r} for 'experiment.arms': with experiment.strict_pair=true "
@@ -87,9 +95,17 @@ def strict_twin_of(arm_cfg: FarmConfig, arm: str) -> str | None:
     """The standard arm whose strict twin ``arm`` is, or None when ``arm`` is not a twin."""
     if not arm_cfg.experiment.strict_pair or not arm.endswith(STRICT_SUFFIX):
         return None
-    names = {a.name for a in _declared(arm_cfg)}
+    names = {a.name for a in _declared(arm_cfg) if a.strict}
     base = arm[: -len(STRICT_SUFFIX)]
-    return base if base in names and arm not in names else None
+    return base if base in names and arm not in {a.name for a in _declared(arm_cfg)} else None
+
+
+def runs_on(arm_cfg: FarmConfig, arm: str, benchmark: str) -> bool:
+    """Whether arm ``arm`` (declared, or a strict twin: its standard arm's) has trials on
+    ``benchmark`` (a task's or the config's spelling of a benchmark name)."""
+    base = strict_twin_of(arm_cfg, arm)
+    own = next((a for a in arm_cfg.experiment.arms if a.name == (base or arm)), None)
+    return own is None or not own.benchmarks or any(same_benchmark(b, benchmark) for b in own.benchmarks)
 
 
 def require_arm_endpoints(cfg: FarmConfig, arms: list[tuple[str, FarmConfig]]) -> None:
@@ -146,10 +162,13 @@ class BudgetRow:
 
 
 def budget_rows(arms: list[tuple[str, FarmConfig]], benchmarks: list[str]) -> list[BudgetRow]:
-    """The resolved budget of every arm on every benchmark, as `farm validate --show` prints it."""
+    """The resolved budget of every arm on every benchmark it runs on, as `farm validate --show`
+    prints it."""
     rows = []
     for arm, acfg in arms:
         for bench in benchmarks or [acfg.benchmark.name]:
+            if not runs_on(acfg, arm, bench):
+                continue
             cfg = for_benchmark(acfg, arm, bench)
             rows.append(BudgetRow(arm, bench, {col: value_at(cfg, key) for col, key in BUDGET_KEYS}))
     return rows

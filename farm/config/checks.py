@@ -139,8 +139,9 @@ def check_pro_scripts(cfg: FarmConfig) -> None:
 
 
 def check_per_trial(cfg: FarmConfig) -> None:
-    """Raises ConfigError for a per-benchmark / last override that is not ``agent.*`` / ``model.*``:
-    one run plans one set of seeds and attempts, so only the agent and the model may vary."""
+    """Raises ConfigError for a per-benchmark / last override that is not ``agent.*`` / ``model.*``
+    (one run plans one set of seeds and attempts, so only the agent and the model may vary), and
+    for a benchmark an arm is limited to (``experiment.arms[].benchmarks``) that the run lacks."""
     exp = cfg.experiment
     per_trial = [(f"experiment.per_benchmark.{b}", o) for b, items in exp.per_benchmark.items() for o in items]
     per_trial += [(f"experiment.arms[{a.name}].last_overrides", o) for a in exp.arms for o in a.last_overrides]
@@ -153,6 +154,12 @@ def check_per_trial(cfg: FarmConfig) -> None:
     for where, item in per_trial:
         if not item.startswith(("agent.", "model.")) or "=" not in item:
             raise ConfigError(f"invalid value {item!r} in '{where}': only agent.<key>=<value> / model.<key>=<value>")
+    for arm in exp.arms:
+        for bench in arm.benchmarks:
+            # a typo would silently plan no trial of the arm on the benchmark meant
+            if not any(same_benchmark(bench, k) for k in known):
+                raise ConfigError(f"invalid value {bench!r} in 'experiment.arms[{arm.name}].benchmarks': "
+                                  f"the run's benchmarks are {known}")
 
 
 _HEX = frozenset("0123456789abcdef")

@@ -62,6 +62,11 @@ HASHED_UNLESS_DEFAULT: dict[str, Any] = {
     "model.serving.revision": None,
     "model.serving.weights_sha256_prefix": None,
     "model.serving.engine": "vllm",  # farm/serve/sglang.py: the engine's parsers and defaults move scores
+    # which trials a run has (farm/config/arms.py runs_on, strict twins), like the arms list
+    # itself: a resume with another restriction would run trials its stored plan lacks, so it
+    # must hash differently; ``[]`` is every element of the list
+    "experiment.arms[].benchmarks": [],
+    "experiment.arms[].strict": True,
 }
 
 
@@ -243,6 +248,17 @@ def to_yaml(cfg: FarmConfig) -> str:
     return OmegaConf.to_yaml(OmegaConf.structured(cfg))
 
 
+def _parents(data: dict[str, Any], parts: list[str]) -> list[dict[str, Any]]:
+    """The mappings a dotted key's parent path names in ``data``; ``name[]`` steps into every
+    element of the list ``name``."""
+    nodes: list[Any] = [data]
+    for part in parts:
+        key, each = (part[:-2], True) if part.endswith("[]") else (part, False)
+        nxt = [n.get(key, [] if each else {}) for n in nodes]
+        nodes = [e for items in nxt for e in items] if each else nxt
+    return [n for n in nodes if isinstance(n, dict)]
+
+
 def config_hash(cfg: FarmConfig) -> str:
     """Stable hash of what a run measures (execution-only settings excluded)."""
     data = to_dict(cfg)
@@ -253,12 +269,10 @@ def config_hash(cfg: FarmConfig) -> str:
             node = node.get(part, {})
         node.pop(parts[-1], None)
     for dotted, default in HASHED_UNLESS_DEFAULT.items():
-        parts = dotted.split(".")
-        node = data
-        for part in parts[:-1]:
-            node = node.get(part, {})
-        if parts[-1] in node and node[parts[-1]] == default:
-            node.pop(parts[-1])
+        for node in _parents(data, dotted.split(".")[:-1]):
+            last = dotted.rsplit(".", 1)[-1]
+            if last in node and node[last] == default:
+                node.pop(last)
     # only the chosen backend's section shapes the sandboxes: a Kubernetes setting does not
     # change what a local run measures
     sandbox = data.get("sandbox", {})

@@ -202,6 +202,11 @@ class ArmConfig:
     name: str = "base"
     overrides: List[str] = field(default_factory=list)
     last_overrides: List[str] = field(default_factory=list)  # after experiment.per_benchmark
+    # the benchmarks (names as in experiment.benchmarks) this arm runs on; empty: every one of
+    # the experiment's (farm/config/arms.py runs_on)
+    benchmarks: List[str] = field(default_factory=list)
+    # false: experiment.strict_pair makes no <arm>-strict twin of this arm
+    strict: bool = True
 
 
 @dataclass

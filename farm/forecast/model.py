@@ -24,6 +24,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from farm.config.benchmarks import same_benchmark
 from farm.errors import ConfigError
 from farm.forecast.sim import Attempt, Cluster, LLMModel, SimResult, SimTrial, Step, simulate
 from farm.run.order import ORDERS, TaskKey, longest_first, prior_durations
@@ -179,6 +180,24 @@ class Pilot:
     # median wall seconds per task of the pilot's attempts: the prior run.order=longest_first
     # reads from the store, where the pilot is (farm/run/order.py prior_durations)
     priors: dict[TaskKey, float] = field(default_factory=dict)
+    # arm -> the benchmarks it is limited to (experiment.arms[].benchmarks; a strict twin its
+    # arm's); an arm not here runs on every benchmark
+    limited: dict[str, list[str]] = field(default_factory=dict)
+
+    def arms_on(self, benchmark: str) -> list[str]:
+        """The pilot's arms that a run of its config gives trials on ``benchmark``."""
+        return [a for a in self.arms
+                if a not in self.limited or any(same_benchmark(b, benchmark) for b in self.limited[a])]
+
+
+def _limited(config: dict[str, Any]) -> dict[str, list[str]]:
+    """arm -> its ``benchmarks`` from a run's stored config, for the arms (and twins) that set them."""
+    out: dict[str, list[str]] = {}
+    for arm in (config.get("experiment") or {}).get("arms") or []:
+        if isinstance(arm, dict) and arm.get("benchmarks"):
+            for name in (arm["name"], arm["name"] + "-strict"):
+                out[str(name)] = [str(b) for b in arm["benchmarks"]]
+    return out
 
 
 def _rows(table: Any) -> list[dict[str, Any]]:
@@ -267,7 +286,7 @@ def load_pilot(store: Any, run_id: str) -> Pilot:
                  max_concurrent_starts=int(cfg_run.get("max_concurrent_starts") or 16),
                  retry_backoff_s=float(cfg_run.get("retry_backoff_s") or 1.0), startup_s=startup, warmup_s=warmup,
                  measured_wall_s=wall, notes=notes, order=str(cfg_run.get("order") or "dataset"),
-                 priors=prior_durations(trials))
+                 priors=prior_durations(trials), limited=_limited(meta.get("config") or {}))
 
 
 # -- the full run -----------------------------------------------------------------------------
@@ -318,9 +337,10 @@ def _keyed_trials(spec: PlanSpec, pilot: Pilot | None, seeds: int | None) -> lis
     if not benchmarks:
         raise ConfigError("run.benchmarks: no benchmarks to plan (give tasks per benchmark, or a pilot run)")
     k = seeds or spec.run.seeds or (pilot.seeds if pilot else 1)
-    arms = spec.run.arms or (len(pilot.arms) if pilot else 1)
     out: list[tuple[TaskKey, SimTrial]] = []
     for bench, n_tasks in benchmarks.items():
+        # an arm limited to some benchmarks (farm/config/arms.py runs_on) has no trials elsewhere
+        arms = spec.run.arms or (len(pilot.arms_on(bench)) if pilot else 1)
         stated = spec.workload.get(bench) or spec.workload.get("*")
         pool = [t for (b, _), ts in (pilot.trials.items() if pilot else []) if b == bench for _, t in ts]
         if stated is None and not pool:

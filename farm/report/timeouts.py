@@ -15,7 +15,12 @@ the tasks' own timeouts, and 4x) is shown here from the Parquet rows alone:
 Which arms form a pair: two arms of one run, benchmark and model whose declared overrides are
 the same once ``agent.timeout_multiplier=...`` is taken out, and whose rows record different
 multipliers (``timeout_multiplier``; a row from before the column existed ran at 1x). Strict
-twins pair with strict twins.
+twins pair with strict twins. A pair need not be declared as one: in reproduce-frognano the
+arm ``frognano-4b`` (1x, every benchmark) and ``frognano-4b-timeouts-4x`` (its overrides plus
+the multiplier, Terminal-Bench only) pair on Terminal-Bench, where both have rows; what an arm
+is limited to (``benchmarks``, ``strict``) is not an override and does not keep them apart.
+The per-benchmark budgets (``experiment.per_benchmark``) are the experiment's, the same for
+every arm, so they do not either.
 """
 
 from __future__ import annotations
@@ -100,6 +105,7 @@ def _arm_keys(run: RunData) -> dict[str, tuple[str, ...]]:
     """Declared arm -> its overrides without the timeout multiplier; strict twins get a marker."""
     exp = run.config.get("experiment") or {}
     keys: dict[str, tuple[str, ...]] = {}
+    twins: list[str] = []
     for arm in exp.get("arms") or []:
         if not isinstance(arm, dict) or "name" not in arm:
             continue
@@ -111,9 +117,11 @@ def _arm_keys(run: RunData) -> dict[str, tuple[str, ...]]:
             items += [f"{part}:{str(o).strip()}" for o in ov
                       if not str(o).strip().lstrip("+").startswith(MULTIPLIER_KEY + "=")]
         keys[str(arm["name"])] = tuple(items)
+        if arm.get("strict", True):  # strict: false: the arm has no twin
+            twins.append(str(arm["name"]))
     if exp.get("strict_pair"):
-        for name, key in list(keys.items()):
-            keys.setdefault(name + STRICT_SUFFIX, (*key, "<strict twin>"))
+        for name in twins:
+            keys.setdefault(name + STRICT_SUFFIX, (*keys[name], "<strict twin>"))
     return keys
 
 

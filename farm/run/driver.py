@@ -34,7 +34,7 @@ from typing import Any
 import farm
 from farm.agent.leaf_import import warn_unless_vendor_prompt
 from farm.config import FarmConfig, apply_overrides, conf_dir, config_hash, resolved_agent, to_dict
-from farm.config.arms import Resolver, arms_of, require_arm_endpoints
+from farm.config.arms import Resolver, arms_of, require_arm_endpoints, runs_on
 from farm.errors import ConfigError, StoreError, StoreWriteError
 from farm.run.endpoint import PreflightError
 from farm.run.order import order_trials, store_priors
@@ -182,10 +182,11 @@ async def run_experiment(
     tasks = tasks if tasks is not None else load_tasks(cfg)
     run_id = derive_run_id(cfg)
     # the plan labels each arm with what will answer: the model id for a model, else the policy
-    plan = build_plan(run_id, tasks, cfg.run.seeds,
-                      [(name, a.model.name if resolved_agent(a) == "leaf" else resolved_agent(a)) for name, a in arms])
-    store = _open_store(cfg, run_id, plan)
     arm_cfg = dict(arms)
+    plan = build_plan(run_id, tasks, cfg.run.seeds,
+                      [(name, a.model.name if resolved_agent(a) == "leaf" else resolved_agent(a)) for name, a in arms],
+                      runs_on=lambda arm, bench: runs_on(arm_cfg[arm], arm, bench))  # an arm's benchmarks only
+    store = _open_store(cfg, run_id, plan)
     trial_cfg = Resolver(arm_cfg)  # + experiment.per_benchmark: the vendor's budgets differ by benchmark
     arm_hash = {name: config_hash(a) for name, a in arms}
     by_task = {(t.benchmark, t.task_id): t for t in tasks}

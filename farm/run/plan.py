@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import pyarrow as pa
@@ -34,12 +35,16 @@ class TrialSpec:
         return row
 
 
-def build_plan(run_id: str, tasks: list[Task], seeds: int, arms: list[tuple[str, str]]) -> list[TrialSpec]:
-    """task-major order (task × seed × arm); ``arms`` is [(arm name, model name)]."""
+def build_plan(run_id: str, tasks: list[Task], seeds: int, arms: list[tuple[str, str]],
+               runs_on: Callable[[str, str], bool] | None = None) -> list[TrialSpec]:
+    """task-major order (task × seed × arm); ``arms`` is [(arm name, model name)]; ``runs_on(arm,
+    benchmark)`` leaves out an arm on a benchmark it is not run on (farm/config/arms.py)."""
     specs = []
     for task in tasks:
         for seed in range(seeds):
             for arm, model in arms:
+                if runs_on is not None and not runs_on(arm, task.benchmark):
+                    continue
                 key = trial_key(run_id, task.benchmark, task.task_id, seed, arm)
                 specs.append(TrialSpec(run_id, key, task.benchmark, task.task_id, seed, arm, model))
     return specs

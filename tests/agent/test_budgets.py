@@ -80,9 +80,19 @@ def test_validate_show_prints_every_arms_budget_on_every_benchmark(capsys):
     out = capsys.readouterr().out
     cfg = load_config(["experiment=reproduce-frognano", ENDPOINT])
     rows = budget_rows(arms_of(cfg), cfg.experiment.benchmarks)
-    # 4 arms and their strict twins (experiment.strict_pair) on 4 benchmarks
-    assert len(rows) == len(arms_of(cfg)) * len(cfg.experiment.benchmarks) == 32
+    # 4 arms and their strict twins (experiment.strict_pair) on 4 benchmarks, and the timeout
+    # arm on Terminal-Bench alone, without a twin (benchmarks: [...], strict: false)
+    names = [name for name, _ in arms_of(cfg)]
+    assert len(names) == 9 and "frognano-4b-timeouts-4x-strict" not in names
+    assert len(rows) == 8 * len(cfg.experiment.benchmarks) + 1 == 33
     lines = {line.split(":", 1)[0].strip(): line for line in out.splitlines() if " / " in line}
+    shown = [key for key, line in lines.items() if key.startswith("frognano-4b-timeouts-4x") and "max_steps=" in line]
+    assert shown == ["frognano-4b-timeouts-4x / terminal_bench_2_verified"]
+    # the pair differs in the multiplier alone: the vendor's 10,800 s against four times it
+    one, four = lines["frognano-4b / terminal_bench_2_verified"], lines[shown[0]]
+    assert "max_total_time_s=10800.0 timeout_multiplier=1.0 " in one
+    assert four == one.replace("frognano-4b /", "frognano-4b-timeouts-4x /").replace(
+        "timeout_multiplier=1.0 ", "timeout_multiplier=4.0 ")
     for row in rows:
         line = lines[f"{row.arm} / {row.benchmark}"]
         assert f"max_tokens_per_turn={row.values['max_tokens_per_turn']} " in line
@@ -92,7 +102,7 @@ def test_validate_show_prints_every_arms_budget_on_every_benchmark(capsys):
     # a strict twin runs its arm's budgets: strictness changes the sandbox and the grading only
     by = {(r.arm, r.benchmark): r.values for r in rows}
     for (arm, bench), values in by.items():
-        if not arm.endswith("-strict"):
+        if not arm.endswith("-strict") and arm != "frognano-4b-timeouts-4x":
             assert by[(arm + "-strict", bench)] == values
 
 
@@ -131,3 +141,12 @@ def test_a_per_benchmark_budget_for_a_benchmark_the_run_lacks_is_refused(tmp_pat
                                                    "per_benchmark": {"swebench-pro": ["agent.max_steps=3"]}}}))
     cfg = load_config([], config_file=conf)
     assert for_benchmark(cfg, "base", "swebench_pro").agent.max_steps == 3
+
+
+def test_an_arm_limited_to_a_benchmark_the_run_lacks_is_refused(tmp_path):
+    conf = tmp_path / "exp.yaml"
+    conf.write_text(yaml.safe_dump({"experiment": {"benchmarks": ["swebench_pro"], "arms": [
+        {"name": "a"}, {"name": "tb2-only", "benchmarks": ["terminal-bench-2"]}]}}))
+    with pytest.raises(ConfigError, match=r"^invalid value 'terminal-bench-2' in 'experiment.arms\[tb2-only\]"
+                                          r"\.benchmarks': the run's benchmarks are \['swebench_pro'\]$"):
+        load_config([], config_file=conf)

@@ -7,7 +7,10 @@ issue 25; a deliberate change to what a run measures updates them in the same co
 details, skip unused vision towers and FrogNano pins its revision, so their entries moved).
 
 reproduce-frognano's entries moved deliberately with issue 28.3 too: the experiment gained the arm
-frognano-4b-sglang (experiment.arms is part of every arm's hash); and with issue 27.1 (strict_pair on).
+frognano-4b-sglang (experiment.arms is part of every arm's hash); and with issue 27.1 (strict_pair on);
+and with issue 28.4, when it gained the TB2-only arm frognano-4b-timeouts-4x. The new arm fields
+(``benchmarks``, ``strict``) did not move them: without that arm every entry hashes as before
+(PRE_TIMEOUT_ARM below).
 
 Arms whose overrides name a prompt file are left out: their hash holds the file's resolved
 absolute path, so it differs between checkouts."""
@@ -53,6 +56,40 @@ GOLDEN = {
     'experiment=real-qwen-coder-sizes [arm qwen2.5-coder-1.5b]': '21ffdae02e124ac0',
     # strict_pair turned on in reproduce-frognano (issue 27): a deliberate change; with it off
     # the preset and its arms hash as they did before
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1': '9787e28fa994dc06',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b]': '93214e35fc627984',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b]': '6e3080b55fc5e3af',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card]': '93214e35fc627984',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-strict]': 'e9db2a6295da90ce',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b-strict]': '024820625ffb6047',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card-strict]': 'e9db2a6295da90ce',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false': '70dce1b038fe9fc1',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b]': 'c4501b399c3ed6be',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm qwen3.5-4b]': '664d52e601f15f1b',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b-card]': 'c4501b399c3ed6be',
+    'model=endpoint': 'fa737e53ed5b820d',
+    'model=frognano-4b': '1672b20e89652369',
+    'model=gemma-4-12b': 'ffb9731a647233e1',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-sglang]': '581a18cae1e7739a',
+    'model=frognano-4b-sglang': 'b8c5b67c6d79b0ce',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-timeouts-4x]': 'ff35c501c0211dbd',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b-timeouts-4x]': 'cbf38b82d5af8364',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-sglang-strict]': '284bad6ccf3cd0e8',
+    'model=qwen2.5-coder-0.5b-cpu': 'bd6b7248ef8befa8',
+    'model=qwen2.5-coder-1.5b-cpu': '9f79e547c2be4f49',
+    'model=qwen3.5-4b': '0b6bc0689896129c',
+    'model=tiny-cpu': 'd0ffaa814c65733c',
+    'sandbox=docker': 'b05264594c5ae530',
+    'sandbox=kubernetes': '78b8d2df5d69a597',
+    'sandbox=local': '648d881725984153',
+    'agent=leaf model=frognano-4b benchmark=swebench-verified sandbox=kubernetes model.base_url=http://127.0.0.1:9/v1': '0eea75aa35cef00c',
+    'agent=leaf model=qwen2.5-coder-0.5b-cpu sandbox=docker grade.mode=both model.base_url=http://127.0.0.1:9/v1': '7aed02f1fb60d485',
+}
+
+
+# reproduce-frognano's entries before it gained the arm frognano-4b-timeouts-4x (issue 28.4): the
+# same config without that arm must still hash so, or the arm fields entered every arm's hash
+PRE_TIMEOUT_ARM = {
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1': '3a00040f82587abb',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b]': 'a385b30e95bdcd60',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b]': '9bb05d84fff35822',
@@ -64,21 +101,8 @@ GOLDEN = {
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b]': 'f578584c9e24ce75',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm qwen3.5-4b]': 'f2fb22860e12ffb4',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b-card]': 'f578584c9e24ce75',
-    'model=endpoint': 'fa737e53ed5b820d',
-    'model=frognano-4b': '1672b20e89652369',
-    'model=gemma-4-12b': 'ffb9731a647233e1',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-sglang]': '74402d6cce2ad11a',
-    'model=frognano-4b-sglang': 'b8c5b67c6d79b0ce',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-sglang-strict]': 'dcb83031b6b73fa4',
-    'model=qwen2.5-coder-0.5b-cpu': 'bd6b7248ef8befa8',
-    'model=qwen2.5-coder-1.5b-cpu': '9f79e547c2be4f49',
-    'model=qwen3.5-4b': '0b6bc0689896129c',
-    'model=tiny-cpu': 'd0ffaa814c65733c',
-    'sandbox=docker': 'b05264594c5ae530',
-    'sandbox=kubernetes': '78b8d2df5d69a597',
-    'sandbox=local': '648d881725984153',
-    'agent=leaf model=frognano-4b benchmark=swebench-verified sandbox=kubernetes model.base_url=http://127.0.0.1:9/v1': '0eea75aa35cef00c',
-    'agent=leaf model=qwen2.5-coder-0.5b-cpu sandbox=docker grade.mode=both model.base_url=http://127.0.0.1:9/v1': '7aed02f1fb60d485',
 }
 
 
@@ -103,3 +127,26 @@ def test_every_preset_is_pinned() -> None:
     for group in ("agent", "benchmark", "model", "sandbox"):
         for path in sorted((conf_dir() / group).glob("*.yaml")):
             assert any(f"{group}={path.stem}" in case for case in GOLDEN), f"{group}={path.stem} has no golden config_hash"
+
+
+@pytest.mark.parametrize("case", sorted(PRE_TIMEOUT_ARM))
+def test_arm_fields_left_at_their_defaults_do_not_enter_the_hash(case: str) -> None:
+    """``experiment.arms[].benchmarks`` / ``.strict`` are hashed only where an arm sets them
+    (HASHED_UNLESS_DEFAULT): reproduce-frognano without its one arm that sets them hashes as it
+    did before the fields existed, run and arms alike."""
+    words, _, arm = case.partition(" [arm ")
+    cfg = load_config([w for w in words.split(" ") if w])
+    cfg.experiment.arms = [a for a in cfg.experiment.arms if a.name != "frognano-4b-timeouts-4x"]
+    got = config_hash(dict(arms_of(cfg))[arm.rstrip("]")]) if arm else config_hash(cfg)
+    assert got == PRE_TIMEOUT_ARM[case]
+
+
+def test_an_arms_benchmarks_and_strict_enter_the_hash_when_set() -> None:
+    """Which trials a run has is part of what it is: a resume with another restriction is refused."""
+    cfg = load_config(["experiment=reproduce-frognano", URL])
+    base = config_hash(cfg)
+    (arm,) = [a for a in cfg.experiment.arms if a.name == "frognano-4b-timeouts-4x"]
+    arm.benchmarks = []
+    assert config_hash(cfg) != base
+    arm.benchmarks, arm.strict = ["terminal_bench_2_verified"], True
+    assert config_hash(cfg) != base

@@ -17,7 +17,10 @@ def test_each_arm_is_followed_by_its_strict_twin_with_the_strict_overrides() -> 
     cfg = load_config(["experiment=reproduce-frognano", URL])
     names = [n for n, _ in arms_of(cfg)]
     assert names == ["frognano-4b", "frognano-4b-strict", "qwen3.5-4b", "qwen3.5-4b-strict",
-                     "frognano-4b-card", "frognano-4b-card-strict", "frognano-4b-sglang", "frognano-4b-sglang-strict"]
+                     "frognano-4b-card", "frognano-4b-card-strict", "frognano-4b-sglang", "frognano-4b-sglang-strict",
+                     # strict: false, so no twin: the timeout arm asks about speed, not leakage
+                     "frognano-4b-timeouts-4x"]
+    assert strict_twin_of(dict(arms_of(cfg))["frognano-4b-timeouts-4x"], "frognano-4b-timeouts-4x-strict") is None
     arms = dict(arms_of(cfg))
     std, strict = arms["qwen3.5-4b"], arms["qwen3.5-4b-strict"]
     assert strict.model.name == std.model.name == "qwen3.5-4b"  # the arm's own overrides first

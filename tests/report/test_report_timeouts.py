@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from farm.config import load_config
+from farm.config.load import to_dict
 from farm.report.data import outcome_groups
 from farm.report.render import build_report
 from farm.report.stats import BootstrapOptions
@@ -27,7 +29,7 @@ OUTCOMES = {
 }
 
 
-def _run(arms=ARMS, outcomes=OUTCOMES, multipliers=None, **config):
+def _run(arms=ARMS, outcomes=OUTCOMES, multipliers=None, bench="tb2", **config):
     multipliers = multipliers or {"t1x": 1.0, "t4x": 4.0, "safe4x": 4.0}
     tasks = sorted(next(iter(outcomes.values())))
     names = list(outcomes)
@@ -37,10 +39,10 @@ def _run(arms=ARMS, outcomes=OUTCOMES, multipliers=None, **config):
             for seed, ch in enumerate(letters):
                 status = {"R": "resolved", "U": "unresolved", "T": "unresolved", "I": "infra_error"}[ch]
                 m = multipliers[arm]
-                rows.append(trial("r", "tb2", task, seed, status, arm=arm, timeout_multiplier=m,
+                rows.append(trial("r", bench, task, seed, status, arm=arm, timeout_multiplier=m,
                                   agent_budget_s=None if m is None else 900.0 * m,
                                   exit_reason="max_time" if ch == "T" else "agent"))
-    return run_data("r", plan_table("r", "tb2", tasks, [0, 1], names, "m"), rows, arms=arms, **config)
+    return run_data("r", plan_table("r", bench, tasks, [0, 1], names, "m"), rows, arms=arms, **config)
 
 
 def test_the_pair_is_the_same_arm_at_two_multipliers() -> None:
@@ -85,3 +87,30 @@ def test_the_report_shows_both_verdicts_per_task(tmp_path: Path) -> None:
     assert "the verdict differs on 3 of 5 tasks" in md
     assert {"timeouts", "timeout_tasks"} <= set(paths.csv)
     assert "Timeout sensitivity" in paths.html.read_text()
+
+
+def test_reproduce_frognanos_tb2_timeout_arm_pairs_with_frognano_4b(tmp_path: Path) -> None:
+    """The experiment as shipped: arm frognano-4b (1x, every benchmark, with a strict twin) and
+    frognano-4b-timeouts-4x (its overrides plus agent.timeout_multiplier=4, TB2 only, no twin) are
+    one pair on Terminal-Bench; the card arm (same model, another budget) and the strict twin
+    (no 4x partner) are not part of it."""
+    cfg = load_config(["experiment=reproduce-frognano", "model.base_url=http://127.0.0.1:9/v1"])
+    exp = to_dict(cfg)["experiment"]  # what run.json holds, and the report reads
+    outcomes = {"frognano-4b": {"a": "RR", "b": "TT", "c": "UU"},
+                "frognano-4b-timeouts-4x": {"a": "RR", "b": "RR", "c": "UU"},
+                "frognano-4b-card": {"a": "UU", "b": "UU", "c": "RR"},
+                "frognano-4b-strict": {"a": "RR", "b": "UU", "c": "UU"}}
+    multipliers = {arm: 4.0 if arm.endswith("-4x") else 1.0 for arm in outcomes}
+    run = _run(exp["arms"], outcomes, multipliers, bench="terminal_bench_2_verified", experiment=exp)
+    (pair,) = timeout_pairs(run, outcome_groups(run), FAST)
+    assert (pair.low_arm, pair.high_arm, pair.benchmark) == ("frognano-4b", "frognano-4b-timeouts-4x",
+                                                             "terminal_bench_2_verified")
+    paths = build_report([run], tmp_path / "out", options=ReportOptions(bootstrap=200))
+    md = paths.markdown.read_text()
+    summary, by_task = md.split("## Timeout sensitivity", 1)[1].split("## Timeout sensitivity by task")
+    assert ("terminal_bench_2_verified frognano-4b (1x) vs frognano-4b-timeouts-4x (4x): the verdict differs on "
+            "1 of 3 tasks (1 pass only at 4x, 0 only at 1x; all pass only at 4x)") in summary
+    lines = {line.split(" | ")[1]: line for line in by_task.splitlines() if line.startswith("| terminal_bench_2")}
+    assert "| pass (2/2) at 1x | pass (2/2) at 4x | no |" in lines["a"]
+    assert "| fail (0/2) at 1x | pass (2/2) at 4x | yes | 2 / 0 |" in lines["b"]
+    assert "| fail (0/2) at 1x | fail (0/2) at 4x | no |" in lines["c"]

@@ -23,6 +23,16 @@ def test_plan_is_task_major_cartesian_product():
     assert len(plan) == 8
 
 
+def test_an_arm_is_planned_only_on_the_benchmarks_it_runs_on():
+    tasks = [Task(benchmark=b, task_id="t", instruction="", environment=Environment(), verifier=VerifierSpec())
+             for b in ("swe", "tb2")]
+    plan = build_plan("r", tasks, 2, [("a", "m"), ("tb2-only", "m")], runs_on=lambda arm, bench: arm == "a"
+                      or bench == "tb2")
+    assert [(s.benchmark, s.seed, s.arm) for s in plan] == [
+        ("swe", 0, "a"), ("swe", 1, "a"), ("tb2", 0, "a"), ("tb2", 0, "tb2-only"), ("tb2", 1, "a"),
+        ("tb2", 1, "tb2-only")]
+
+
 def _rows(*items):
     return to_table([TrialResult(run_id="r", trial_key=k, benchmark="b", task_id="t", seed=0, arm="a",
                                  attempt=att, model="m", status=st) for k, att, st in items], TRIALS_SCHEMA)

@@ -125,7 +125,9 @@ def test_validate_show_lists_each_arms_pin_engine_and_cache() -> None:
     lines = {ln.split(":")[0].strip(): ln for ln in text.splitlines()[1:]}
     # reproduce-frognano runs each arm with its strict twin (experiment.strict_pair): same checkpoint
     arms = {"frognano-4b", "qwen3.5-4b", "frognano-4b-card", "frognano-4b-sglang"}
-    assert set(lines) == arms | {f"{a}-strict" for a in arms}
+    # and the TB2 timeout arm, which has no twin (strict: false)
+    assert set(lines) == arms | {f"{a}-strict" for a in arms} | {"frognano-4b-timeouts-4x"}
+    assert lines["frognano-4b-timeouts-4x"].split(":", 1)[1] == lines["frognano-4b"].split(":", 1)[1]
     assert f"revision {REV}" in lines["frognano-4b-strict"]
     assert f"revision {REV}" in lines["frognano-4b"] and "weights sha256 4e5fb2d8" in lines["frognano-4b"]
     assert f"revision {REV}" in lines["frognano-4b-sglang"] and "engine sglang" in lines["frognano-4b-sglang"]

@@ -1,4 +1,5 @@
-"""experiment=tb2-timeouts end to end: the same tasks under their own agent timeout (1x) and four
+"""experiment=tb2-timeouts end to end (and an arm limited to one benchmark, as reproduce-frognano's
+TB2 timeout arm is, at the end): the same tasks under their own agent timeout (1x) and four
 times it (4x), with real parts (Harbor tasks, bubblewrap sandboxes, the oracle policy over HTTP,
 the Leaf loop, the Harbor verifier, the Parquet store) and the report read from the store alone.
 
@@ -8,16 +9,21 @@ the limit at 1x and finishes at 4x (12 s), so its verdict must differ between th
 
 from __future__ import annotations
 
+import asyncio
 import csv
+import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
 from farm.cli import main
-from farm.config import conf_dir
+from farm.config import conf_dir, load_config
+from farm.run.driver import run_experiment
 from farm.store import ResultStore
+from farm.tasks.harbor import load_harbor_dir
 from tests.support.tasks import CHECK_ANSWER, make_task_dir
 
 AGENT_TIMEOUT_S = 3
@@ -87,12 +93,8 @@ def test_the_sandbox_is_sized_for_the_whole_budget(tmp_path: Path, extra: list[s
     """A sandbox's lifetime (a pod's activeDeadlineSeconds) is sized from the task's agent timeout:
     the task the sandbox is opened with carries the multiplied budget, and the agent is not given
     the multiplier a second time."""
-    import asyncio
-
-    from farm.config import load_config
     from farm.run.plan import TrialSpec
     from farm.run.trial import run_trial
-    from farm.tasks.harbor import load_harbor_dir
 
     _task(tmp_path / "tasks", "slow", "true\n")
     (task,) = load_harbor_dir(tmp_path / "tasks", "builtin")
@@ -108,3 +110,47 @@ def test_the_sandbox_is_sized_for_the_whole_budget(tmp_path: Path, extra: list[s
                                 sandbox_factory=factory))
     assert out.result.error_class == "internal_error" and task.agent_timeout_s == AGENT_TIMEOUT_S
     assert [t.agent_timeout_s for t in opened] == [budget]
+
+
+@pytest.mark.integration
+def test_an_arm_limited_to_one_benchmark_runs_there_only_and_pairs_there(tmp_path: Path, capsys) -> None:
+    """Two benchmarks in one run and a 4x arm limited to one of them (``benchmarks``, ``strict``
+    as reproduce-frognano's frognano-4b-timeouts-4x): the plan and the rows hold the arm on that
+    benchmark alone, and the report pairs it with the unlimited 1x arm there."""
+    root = tmp_path / "tasks"
+    _task(root, "slow", "sleep 5\necho fixed > /app/answer.txt\n")
+    _task(root, "quick", "echo fixed > /app/answer.txt\n", timeout_s=30)
+    loaded = {t.task_id: t for t in load_harbor_dir(root, "builtin")}
+    tasks = [replace(loaded["quick"], benchmark="alpha"), replace(loaded["slow"], benchmark="beta")]
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(yaml.safe_dump({"experiment": {"benchmarks": ["alpha", "beta"], "strict_pair": False, "arms": [
+        {"name": "agent"},
+        {"name": "agent-4x", "overrides": ["agent.timeout_multiplier=4"], "benchmarks": ["beta"], "strict": False}]}}))
+    store = tmp_path / "store"
+    cfg = load_config(["agent=oracle", "agent.tokenizer=bytes", "run.executor=local", f"store.uri={store}",
+                       "run.seeds=1", "run.max_attempts=1", "run.max_in_flight=4", "run.progress=false",
+                       f"sandbox.local.root_dir={tmp_path / 'sandboxes'}"], config_file=exp)
+    summary = asyncio.run(run_experiment(cfg, tasks=tasks))
+    rs = ResultStore.open(str(store))
+    planned = sorted((p["arm"], p["benchmark"], p["task_id"]) for p in rs.read_plan(summary.run_id).to_pylist())
+    assert planned == [("agent", "alpha", "quick"), ("agent", "beta", "slow"), ("agent-4x", "beta", "slow")]
+    rows = {(r["arm"], r["task_id"]): r for r in rs.read_trials(summary.run_id).to_pylist()}
+    assert {k: (r["status"], r["timeout_multiplier"]) for k, r in rows.items()} == {
+        ("agent", "quick"): ("resolved", 1.0), ("agent", "slow"): ("unresolved", 1.0),
+        ("agent-4x", "slow"): ("resolved", 4.0)}
+
+    out = tmp_path / "report"
+    assert main(["report", summary.run_id, "--store", str(store), "--out", str(out)]) == 0
+    with (out / "timeouts.csv").open() as f:
+        (pair,) = list(csv.DictReader(f))
+    assert (pair["benchmark"], pair["low_arm"], pair["high_arm"], pair["n_tasks"], pair["n_differ"]) == (
+        "beta", "agent", "agent-4x", "1", "1")
+
+    # `farm plan` with this run as the pilot counts the arm where it runs only: 10 tasks of alpha
+    # with one arm, 10 of beta with two (not 2 arms x 20 tasks)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("run: {benchmarks: {alpha: 10, beta: 10}, seeds: 1, max_in_flight: 4}\n"
+                    "sensitivity: {enabled: false}\n")
+    capsys.readouterr()
+    assert main(["plan", summary.run_id, "--store", str(store), "--plan", str(plan), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["base"]["trials"] == 10 * 1 + 10 * 2
