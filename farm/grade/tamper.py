@@ -27,17 +27,15 @@ import re
 from collections.abc import Iterable
 
 from farm.sandbox.base import Sandbox, SandboxError
+from farm.sandbox.system_paths import BIN_DIRS, ROOT_TEST_CONFIG
 
 VERIFIER_FILES = "verifier_files@verifier"
 SYSTEM_TAMPER = "system_tamper@verifier"
 
-BIN_DIRS = ("/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin")
 # what test.sh scripts start by name: one of these added to a bin directory shadows the real one
 _SHADOWED = re.compile(r"^(?:python[0-9.]*|bash|sh|dash|env|uv|uvx)$")
 _SYSTEM_ROOTS = ("/usr/", "/lib/", "/lib64/", "/opt/", "/etc/python")
 _HOOK = re.compile(r"(?:\.pth|/sitecustomize\.py|/usercustomize\.py|/conftest\.py)$")
-# pytest reads these on every ancestor of /tests up to its root directory: "/" is one
-ROOT_TEST_CONFIG = {"/conftest.py", "/pytest.ini", "/pyproject.toml", "/tox.ini", "/setup.cfg"}
 # .pth files pip itself writes for an editable install or setuptools' own shim: not a hook
 _BENIGN_PTH = re.compile(r"/(?:__editable__[^/]*|distutils-precedence|easy-install)\.pth$")
 

@@ -23,10 +23,9 @@ import json
 import shlex
 from collections.abc import Iterable, Sequence
 
-from farm.grade.tamper import BIN_DIRS, ROOT_TEST_CONFIG
+from farm.sandbox.system_paths import BIN_DIRS, ROOT_TEST_CONFIG, SYSTEM_ROOTS
 
-# where a verifier's interpreter, libraries and tools come from
-ROOTS = ("/bin", "/sbin", "/usr", "/lib", "/lib64", "/opt", "/etc")
+ROOTS = SYSTEM_ROOTS
 
 # The clock is read, then 20 ms pass before the command returns: file times come from the
 # kernel's coarse clock (one tick, at most 10 ms behind), so any change after this returns is
