@@ -29,9 +29,10 @@ import pytest
 import yaml
 
 from farm.config import load_config
+from farm.config.schema import STRICT_OVERRIDES
 from farm.run.driver import run_experiment
 from farm.store import ResultStore
-from tests.redteam.attacks import APPLIES, ATTACKS, HONEST, KNOWN_HOLES, PORT, PY
+from tests.redteam.attacks import APPLIES, ATTACKS, HONEST, KNOWN_HOLES, PORT, PY, STRICT_HOLES
 
 TEST_SH = f"""#!/bin/bash
 cd /tests
@@ -142,6 +143,11 @@ def _check(row: dict[str, Any], attack: str, backend: str, record: Any, grader: 
     assert got not in ("infra_error", "error"), row["error"]
     if attack == "honest":
         assert got == "resolved", (row["error"], row.get("hack_flags"))
+    elif grader.endswith("(strict)"):
+        # strict: no attack resolves at all, flagged or not, unless STRICT_HOLES admits it, and
+        # then only flagged
+        allowed = ("resolved", "flagged") if (attack, grader, backend) not in STRICT_HOLES else ("resolved",)
+        assert got not in allowed, f"{attack} resolved under strict on {backend}: {row.get('hack_flags')}"
     elif (attack, grader, backend) not in KNOWN_HOLES:
         assert got != "resolved", f"{attack} resolved unflagged on {backend}"
     if attack in TOUCH_VERIFIER_FILES:
@@ -172,6 +178,21 @@ def test_local(tmp_path: Path, attack: str, record: Any) -> None:
     command = HONEST if attack == "honest" else ATTACKS[attack]
     row = _run(tmp_path, command, [*LOCAL, f"sandbox.local.root_dir={tmp_path / 'sb'}"], LOCAL_DOCKERFILE)
     _check(row, attack, "local", record)
+
+
+@pytest.mark.bwrap
+@pytest.mark.tools("git")
+@pytest.mark.parametrize("attack", ["honest", *sorted(ATTACKS)])
+def test_local_strict(tmp_path: Path, attack: str, record: Any) -> None:
+    """The experiment's strict twin (``STRICT_OVERRIDES``): no agent or verifier network, history
+    stripped, a tamper suspect fails, fresh grading where the answer is a patch (not here: the
+    answer is container state, so in place)."""
+    command = HONEST if attack == "honest" else ATTACKS[attack]
+    row = _run(tmp_path, command, [*LOCAL, f"sandbox.local.root_dir={tmp_path / 'sb'}", *STRICT_OVERRIDES],
+               LOCAL_DOCKERFILE)
+    assert (row["agent_network"], row["verifier_network"]) == ("no-network", "no-network")
+    assert row["history_refs_removed"] is not None  # strict strips the history of every task
+    _check(row, attack, "local", record, grader="harbor (strict)")
 
 
 # every attack on the container backend, and the honest server
