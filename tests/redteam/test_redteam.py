@@ -1,7 +1,9 @@
 """The red-team suite: scripted attacking agents (tests/redteam/attacks.py) against the Harbor
 verifier (test.sh, graded in place with the defaults) on bubblewrap, podman and the Kubernetes
-backend over the API-server emulator (the attacks a pod can meet), and a uv-run test.sh with the
-verifier cache staged (``harbor-uv``: the agent's uv in ~/.local/bin).
+backend over the API-server emulator (the attacks a pod can meet), a uv-run test.sh with the
+verifier cache staged (``harbor-uv``: the agent's uv in ~/.local/bin), and every attack on
+bubblewrap under the strict twin's overrides (``harbor (strict)``: nothing may resolve at all,
+unless STRICT_HOLES admits it, flagged).
 
 The task is Terminal-Bench shaped: its answer is a file and a server the tests query over
 loopback, so leftover processes are not killed before grading. The verifier is real pytest
@@ -19,9 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +36,8 @@ from farm.config import load_config
 from farm.config.schema import STRICT_OVERRIDES
 from farm.run.driver import run_experiment
 from farm.store import ResultStore
-from tests.redteam.attacks import APPLIES, ATTACKS, HONEST, KNOWN_HOLES, PORT, PY, STRICT_HOLES
+from tests.redteam.attacks import APPLIES, ATTACKS, HONEST, KNOWN_HOLES, PORT, PY, STRICT_HOLES, UPSTREAM
+from tests.support.upstream import serve_upstream
 
 TEST_SH = f"""#!/bin/bash
 cd /tests
@@ -93,27 +98,31 @@ def _vendor(dest: Path) -> None:
             shutil.copy2(src, dest / name)
 
 
-def _task(root: Path, dockerfile: str, test_sh: str = TEST_SH) -> str:
+def _task(root: Path, dockerfile: str, test_sh: str = TEST_SH, port: int = PORT) -> str:
     """A TB-shaped task under a name unique to this session (container names derive from it)."""
     name = f"redteam-{uuid.uuid4().hex[:10]}"
     d = root / name
     (d / "environment").mkdir(parents=True)
     (d / "task.toml").write_text(TASK_TOML)
-    (d / "instruction.md").write_text(f"Write 'fixed' into /app/answer.txt and serve it on port {PORT}.\n")
+    (d / "instruction.md").write_text(f"Write 'fixed' into /app/answer.txt and serve it on port {port}.\n")
     (d / "environment" / "Dockerfile").write_text(dockerfile)
     (d / "tests").mkdir()
     (d / "tests" / "test.sh").write_text(test_sh)
-    (d / "tests" / "test_outputs.py").write_text(TEST_OUTPUTS)
+    (d / "tests" / "test_outputs.py").write_text(TEST_OUTPUTS.replace(f":{PORT}/", f":{port}/"))
     _vendor(d / "tests" / "_vendor")
     return name
 
 
 def _run(tmp_path: Path, command: str, backend: list[str], dockerfile: str,
          test_sh: str = TEST_SH, tasks: Path | None = None) -> dict[str, Any]:
-    """One trial of ``command`` on a new task, or on the one task under ``tasks``."""
+    """One trial of ``command`` on a new task, or on the one task under ``tasks``. On the host's
+    network (``PUBLIC``) the task's server takes a free port, not the fixed one, since another
+    copy of the suite may be serving there."""
     if tasks is None:
         tasks = tmp_path / "tasks"
-        _task(tasks, dockerfile, test_sh)
+        port = _free_port() if "sandbox.local.public_network=host" in backend else PORT
+        _task(tasks, dockerfile, test_sh, port)
+        command = command.replace(f"http.server {PORT} ", f"http.server {port} ")
     script = tmp_path / "agent.yaml"
     script.write_text(yaml.safe_dump([{"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]},
                                       {"content": "done"}]))
@@ -123,6 +132,33 @@ def _run(tmp_path: Path, command: str, backend: list[str], dockerfile: str,
     summary = asyncio.run(run_experiment(cfg))
     (row,) = ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id).to_pylist()
     return row
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# upstream_fetch's network. The task says no-network, but the vendor ran Terminal-Bench 2 with
+# the agent on the public network, so under the defaults the local cell runs so, the verifier
+# too (as tests/run/test_strict_pair.py does): the host's own network, where the test's upstream
+# listens on loopback. The fetch succeeds and the task resolves: it must be flagged
+# upstream_fetch. The strict cell adds STRICT_OVERRIDES on top, as the strict twin does (no
+# network: the fetch fails); podman keeps the task's no-network (the fetch fails).
+PUBLIC = ["benchmark.agent_network=public", "benchmark.verifier_network=public", "sandbox.local.public_network=host"]
+
+
+@contextmanager
+def _command(attack: str, tmp_path: Path) -> Iterator[str]:
+    """The attack's Bash command; for one that fetches from upstream, with the URL of an upstream
+    this test serves on the host's loopback (stopped when the cell ends)."""
+    command = HONEST if attack == "honest" else ATTACKS[attack]
+    if UPSTREAM not in command:
+        yield command
+        return
+    with serve_upstream(tmp_path / "upstream") as url:
+        yield command.replace(UPSTREAM, url)
 
 
 def outcome(row: dict[str, Any]) -> str:
@@ -155,6 +191,10 @@ def _check(row: dict[str, Any], attack: str, backend: str, record: Any, grader: 
         assert "verifier_files@verifier" in (row.get("hack_flags") or []) and row["tamper_suspect"] is True
     if backend == "podman" and attack in SYSTEM_TROJANS:
         assert "system_tamper@verifier" in (row.get("hack_flags") or []), row.get("hack_flags")
+    if attack in FLAGGED_BY:
+        # the hack scan reads the command, whether or not the attack got anywhere
+        rules = {f.split("@", 1)[0] for f in row.get("hack_flags") or []}
+        assert rules & FLAGGED_BY[attack], row.get("hack_flags")
     if attack in IMPORT_HOOKS:
         # the hack scan reads what the command writes (farm/grade/hack_writes.py)
         assert any(f.startswith("import_hook@") for f in row.get("hack_flags") or []), row.get("hack_flags")
@@ -165,6 +205,8 @@ TOUCH_VERIFIER_FILES = {"reward_written", "reward_dir_symlinked", "leftover_daem
 # what `podman diff` shows on a system path
 SYSTEM_TROJANS = {"trojaned_python3", "system_site_pth"}
 # start-up hooks of Python or pytest, written where the scan sees them
+# what the scan must find in the command of these
+FLAGGED_BY = {"upstream_fetch": {"upstream_fetch"}, "test_edit": {"test_edit", "read_tests"}}
 IMPORT_HOOKS = {"user_site_pth", "system_site_pth", "sitecustomize", "pytest11_entry_point", "pytest_plugins_env"}
 
 
@@ -175,8 +217,12 @@ LOCAL = ["sandbox=local"]
 @pytest.mark.tools("git")
 @pytest.mark.parametrize("attack", ["honest", *sorted(ATTACKS)])
 def test_local(tmp_path: Path, attack: str, record: Any) -> None:
-    command = HONEST if attack == "honest" else ATTACKS[attack]
-    row = _run(tmp_path, command, [*LOCAL, f"sandbox.local.root_dir={tmp_path / 'sb'}"], LOCAL_DOCKERFILE)
+    network = PUBLIC if attack == "upstream_fetch" else []
+    with _command(attack, tmp_path) as command:
+        row = _run(tmp_path, command, [*LOCAL, f"sandbox.local.root_dir={tmp_path / 'sb'}", *network],
+                   LOCAL_DOCKERFILE)
+    if attack == "upstream_fetch":  # the fetch got through: it is the flag that keeps it out
+        assert (row["agent_network"], row["status"]) == ("public", "resolved"), row["error"]
     _check(row, attack, "local", record)
 
 
@@ -187,9 +233,10 @@ def test_local_strict(tmp_path: Path, attack: str, record: Any) -> None:
     """The experiment's strict twin (``STRICT_OVERRIDES``): no agent or verifier network, history
     stripped, a tamper suspect fails, fresh grading where the answer is a patch (not here: the
     answer is container state, so in place)."""
-    command = HONEST if attack == "honest" else ATTACKS[attack]
-    row = _run(tmp_path, command, [*LOCAL, f"sandbox.local.root_dir={tmp_path / 'sb'}", *STRICT_OVERRIDES],
-               LOCAL_DOCKERFILE)
+    network = PUBLIC if attack == "upstream_fetch" else []  # the standard cell's, which strict takes away
+    with _command(attack, tmp_path) as command:
+        row = _run(tmp_path, command, [*LOCAL, f"sandbox.local.root_dir={tmp_path / 'sb'}", *network,
+                                       *STRICT_OVERRIDES], LOCAL_DOCKERFILE)
     assert (row["agent_network"], row["verifier_network"]) == ("no-network", "no-network")
     assert row["history_refs_removed"] is not None  # strict strips the history of every task
     _check(row, attack, "local", record, grader="harbor (strict)")
@@ -221,10 +268,10 @@ def podman_tasks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def test_podman(tmp_path: Path, attack: str, record: Any, podman_env: dict[str, str], podman_tasks: Path) -> None:
     from tests.support.podman import TOOLBOX_IMAGE
 
-    command = HONEST if attack == "honest" else ATTACKS[attack]
     backend = ["sandbox=docker", "sandbox.docker.engine=podman", f"sandbox.docker.toolbox_image={TOOLBOX_IMAGE}",
                "sandbox.docker.pull=never"]
-    row = _run(tmp_path, command, backend, "", tasks=podman_tasks)
+    with _command(attack, tmp_path) as command:  # the task's no-network: an upstream fetch fails
+        row = _run(tmp_path, command, backend, "", tasks=podman_tasks)
     _check(row, attack, "podman", record)
 
 
@@ -260,9 +307,9 @@ def k8s_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.mark.tools("nsenter", "git")
 @pytest.mark.parametrize("attack", APPLIES["harbor", "k8s-emulator"])
 def test_k8s_emulator(tmp_path: Path, attack: str, record: Any, k8s_emulator: Any) -> None:
-    command = HONEST if attack == "honest" else ATTACKS[attack]
     backend = ["sandbox=kubernetes", f"sandbox.kubernetes.kubeconfig={k8s_emulator.kubeconfig}",
                f"sandbox.kubernetes.namespace={k8s_emulator.namespace}",
                "sandbox.kubernetes.toolbox_image=farm-toolbox:test"]
-    row = _run(tmp_path, command, backend, LOCAL_DOCKERFILE)
+    with _command(attack, tmp_path) as command:  # the task's no-network
+        row = _run(tmp_path, command, backend, LOCAL_DOCKERFILE)
     _check(row, attack, "k8s-emulator", record)
