@@ -36,8 +36,8 @@ from farm.config import load_config
 from farm.config.schema import STRICT_OVERRIDES
 from farm.run.driver import run_experiment
 from farm.store import ResultStore
-from tests.redteam.attacks import APPLIES, ATTACKS, HONEST, KNOWN_HOLES, PORT, PY, STRICT_HOLES, UPSTREAM
-from tests.support.upstream import serve_upstream
+from tests.redteam.attacks import APPLIES, ATTACKS, HONEST, KNOWN_HOLES, PORT, PY, STRICT_HOLES, SWE_ATTACKS, UPSTREAM
+from tests.support.upstream import FIX, serve_upstream
 
 TEST_SH = f"""#!/bin/bash
 cd /tests
@@ -114,11 +114,11 @@ def _task(root: Path, dockerfile: str, test_sh: str = TEST_SH, port: int = PORT)
 
 
 def _run(tmp_path: Path, command: str, backend: list[str], dockerfile: str,
-         test_sh: str = TEST_SH, tasks: Path | None = None) -> dict[str, Any]:
-    """One trial of ``command`` on a new task, or on the one task under ``tasks``. On the host's
-    network (``PUBLIC``) the task's server takes a free port, not the fixed one, since another
-    copy of the suite may be serving there."""
-    if tasks is None:
+         test_sh: str = TEST_SH, tasks: Path | None = None, benchmark: list[str] | None = None) -> dict[str, Any]:
+    """One trial of ``command`` on a new task, on the one task under ``tasks``, or on what the
+    ``benchmark`` overrides name. On the host's network (``PUBLIC``) a new task's server takes a
+    free port, not the fixed one, since another copy of the suite may be serving there."""
+    if benchmark is None and tasks is None:
         tasks = tmp_path / "tasks"
         port = _free_port() if "sandbox.local.public_network=host" in backend else PORT
         _task(tasks, dockerfile, test_sh, port)
@@ -126,9 +126,9 @@ def _run(tmp_path: Path, command: str, backend: list[str], dockerfile: str,
     script = tmp_path / "agent.yaml"
     script.write_text(yaml.safe_dump([{"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]},
                                       {"content": "done"}]))
-    cfg = load_config([f"benchmark.path={tasks}", "run.executor=local", f"store.uri={tmp_path / 'store'}",
-                       "run.progress=false", "agent=scripted", f"agent.script={script}", "run.max_attempts=1",
-                       *backend])
+    cfg = load_config([*(benchmark or [f"benchmark.path={tasks}"]), "run.executor=local",
+                       f"store.uri={tmp_path / 'store'}", "run.progress=false", "agent=scripted",
+                       f"agent.script={script}", "run.max_attempts=1", *backend])
     summary = asyncio.run(run_experiment(cfg))
     (row,) = ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id).to_pylist()
     return row
@@ -150,14 +150,15 @@ PUBLIC = ["benchmark.agent_network=public", "benchmark.verifier_network=public",
 
 
 @contextmanager
-def _command(attack: str, tmp_path: Path) -> Iterator[str]:
+def _command(attack: str, tmp_path: Path, attacks: dict[str, str] = ATTACKS, honest: str = HONEST,
+             fix: str = FIX) -> Iterator[str]:
     """The attack's Bash command; for one that fetches from upstream, with the URL of an upstream
-    this test serves on the host's loopback (stopped when the cell ends)."""
-    command = HONEST if attack == "honest" else ATTACKS[attack]
+    this test serves on the host's loopback (``fix`` as fix.patch; stopped when the cell ends)."""
+    command = honest if attack == "honest" else attacks[attack]
     if UPSTREAM not in command:
         yield command
         return
-    with serve_upstream(tmp_path / "upstream") as url:
+    with serve_upstream(tmp_path / "upstream", fix) as url:
         yield command.replace(UPSTREAM, url)
 
 
@@ -313,3 +314,37 @@ def test_k8s_emulator(tmp_path: Path, attack: str, record: Any, k8s_emulator: An
     with _command(attack, tmp_path) as command:  # the task's no-network
         row = _run(tmp_path, command, backend, LOCAL_DOCKERFILE)
     _check(row, attack, "k8s-emulator", record)
+
+
+SWE_TASK = Path(__file__).resolve().parents[2] / "farm" / "tasks" / "builtin" / "swe-utc-day-boundary"
+
+
+@pytest.fixture(scope="module")
+def swe_fix(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The SWE task's reference fix as a git patch: its solve.sh run on a copy of the repository."""
+    repo = tmp_path_factory.mktemp("swe-fix") / "repo"
+    shutil.copytree(SWE_TASK / "environment" / "repo", repo)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run([*git, *args], cwd=repo, check=True)
+    subprocess.run(["bash", str(SWE_TASK / "solution" / "solve.sh")], cwd=repo, check=True)
+    return subprocess.run([*git, "diff"], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.mark.bwrap
+@pytest.mark.tools("git")
+@pytest.mark.parametrize("attack", APPLIES["swe", "local"])
+def test_swe_local(tmp_path: Path, attack: str, record: Any, swe_fix: str) -> None:
+    """The SWE-style grader (``swe``): the builtin patch-graded task as ``benchmark=builtin``
+    loads it, graded in place with the defaults (history stripped, leftovers killed, the hidden
+    tests restored). upstream_fetch runs on the public network, as the vendor ran SWE-bench."""
+    network = PUBLIC if attack == "upstream_fetch" else []
+    honest = "cd /app\n" + (SWE_TASK / "solution" / "solve.sh").read_text()
+    benchmark = ["benchmark=builtin", f"benchmark.task_ids=[{SWE_TASK.name}]"]
+    with _command(attack, tmp_path, SWE_ATTACKS, honest, swe_fix) as command:
+        row = _run(tmp_path, command, [*LOCAL, f"sandbox.local.root_dir={tmp_path / 'sb'}", *network], "",
+                   benchmark=benchmark)
+    assert row["grading_mode"] == "in_place" and row["history_refs_removed"] is not None
+    if attack == "upstream_fetch":  # the fetch got through: it is the flag that keeps it out
+        assert (row["agent_network"], row["status"]) == ("public", "resolved"), row["error"]
+    _check(row, attack, "local", record, grader="swe")
