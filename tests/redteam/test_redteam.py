@@ -267,13 +267,29 @@ def podman_tasks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.mark.integration
 @pytest.mark.parametrize("attack", PODMAN_ATTACKS)
 def test_podman(tmp_path: Path, attack: str, record: Any, podman_env: dict[str, str], podman_tasks: Path) -> None:
+    with _command(attack, tmp_path) as command:  # the task's no-network: an upstream fetch fails
+        row = _run(tmp_path, command, _podman(), "", tasks=podman_tasks)
+    _check(row, attack, "podman", record)
+
+
+def _podman() -> list[str]:
     from tests.support.podman import TOOLBOX_IMAGE
 
-    backend = ["sandbox=docker", "sandbox.docker.engine=podman", f"sandbox.docker.toolbox_image={TOOLBOX_IMAGE}",
-               "sandbox.docker.pull=never"]
-    with _command(attack, tmp_path) as command:  # the task's no-network: an upstream fetch fails
-        row = _run(tmp_path, command, backend, "", tasks=podman_tasks)
-    _check(row, attack, "podman", record)
+    return ["sandbox=docker", "sandbox.docker.engine=podman", f"sandbox.docker.toolbox_image={TOOLBOX_IMAGE}",
+            "sandbox.docker.pull=never"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("attack", PODMAN_ATTACKS)
+def test_podman_strict(tmp_path: Path, attack: str, record: Any, podman_env: dict[str, str],
+                       podman_tasks: Path) -> None:
+    """The strict twin's overrides on the container backend, where root in the container can
+    change system paths: what dual grading cannot re-grade (container state), ``system_tamper``
+    makes a tamper suspect, and strict fails it."""
+    with _command(attack, tmp_path) as command:
+        row = _run(tmp_path, command, [*_podman(), *STRICT_OVERRIDES], "", tasks=podman_tasks)
+    assert (row["agent_network"], row["verifier_network"]) == ("no-network", "no-network")
+    _check(row, attack, "podman", record, grader="harbor (strict)")
 
 
 @pytest.mark.bwrap
