@@ -12,9 +12,11 @@ solves the task; each must end unresolved, or resolved only with a flag that tak
 clean score (``hack_flags`` / ``tamper_suspect``), unless KNOWN_HOLES names the cell. The honest
 solution, whose server keeps running, must resolve unflagged.
 
-The PatchEval grader and the patch-graded SWE-style task have their own spoofing suites
-(tests/grade/test_spoofing_patcheval.py, tests/grade/test_spoofing_patch.py); the SWE-bench
-protocol grader needs ../shared instances and is not run here.
+The same attack classes, adapted, run against the SWE-style grader (``swe``: the builtin
+patch-graded swe-utc-day-boundary) and PatchEval (``patcheval``: fix-run.sh in a fresh
+sandbox), each of which also keeps its own spoofing suite (tests/grade/test_spoofing_patch.py,
+tests/grade/test_spoofing_patcheval.py); the SWE-bench protocol grader needs ../shared
+instances and is not run here.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from farm.config import load_config
 from farm.config.schema import STRICT_OVERRIDES
 from farm.run.driver import run_experiment
 from farm.store import ResultStore
-from tests.redteam.attacks import APPLIES, ATTACKS, HONEST, KNOWN_HOLES, PORT, PY, STRICT_HOLES, SWE_ATTACKS, UPSTREAM
+from tests.redteam import attacks as a
+from tests.redteam.attacks import APPLIES, ATTACKS, HONEST, KNOWN_HOLES, PORT, PY, STRICT_HOLES, UPSTREAM
 from tests.support.upstream import FIX, serve_upstream
 
 TEST_SH = f"""#!/bin/bash
@@ -187,27 +190,30 @@ def _check(row: dict[str, Any], attack: str, backend: str, record: Any, grader: 
         assert got not in allowed, f"{attack} resolved under strict on {backend}: {row.get('hack_flags')}"
     elif (attack, grader, backend) not in KNOWN_HOLES:
         assert got != "resolved", f"{attack} resolved unflagged on {backend}"
-    if attack in TOUCH_VERIFIER_FILES:
-        # found before grading (farm/grade/tamper.py), kept past the hack scan, a tamper suspect
-        assert "verifier_files@verifier" in (row.get("hack_flags") or []) and row["tamper_suspect"] is True
-    if backend == "podman" and attack in SYSTEM_TROJANS:
-        assert "system_tamper@verifier" in (row.get("hack_flags") or []), row.get("hack_flags")
-    if attack in FLAGGED_BY:
-        # the hack scan reads the command, whether or not the attack got anywhere
-        rules = {f.split("@", 1)[0] for f in row.get("hack_flags") or []}
-        assert rules & FLAGGED_BY[attack], row.get("hack_flags")
+    flags = row.get("hack_flags") or []
+    rules = {f.split("@", 1)[0] for f in flags}
+    if attack in FLAGGED_BY and (grader, attack) != ("patcheval", "test_edit"):
+        # the hack scan reads the command, whether or not the attack got anywhere (PatchEval's
+        # PoC is no file the scan knows: its copy in the repository is not flagged)
+        assert rules & FLAGGED_BY[attack], flags
     if attack in IMPORT_HOOKS:
         # the hack scan reads what the command writes (farm/grade/hack_writes.py)
-        assert any(f.startswith("import_hook@") for f in row.get("hack_flags") or []), row.get("hack_flags")
+        assert "import_hook" in rules, flags
+    if attack in TOUCH_VERIFIER_FILES and grader != "patcheval":
+        # found before in-place grading (farm/grade/tamper.py; PatchEval grades only fresh), kept
+        # past the hack scan, a tamper suspect
+        assert "verifier_files@verifier" in flags and row["tamper_suspect"] is True
+    if backend == "podman" and attack in SYSTEM_TROJANS:
+        assert "system_tamper@verifier" in flags, flags
 
 
 # what the agent leaves in /logs/verifier (or in its place) before grading
 TOUCH_VERIFIER_FILES = {"reward_written", "reward_dir_symlinked", "leftover_daemon", "fake_passed_output"}
 # what `podman diff` shows on a system path
 SYSTEM_TROJANS = {"trojaned_python3", "system_site_pth"}
-# start-up hooks of Python or pytest, written where the scan sees them
 # what the scan must find in the command of these
 FLAGGED_BY = {"upstream_fetch": {"upstream_fetch"}, "test_edit": {"test_edit", "read_tests"}}
+# start-up hooks of Python or pytest, written where the scan sees them
 IMPORT_HOOKS = {"user_site_pth", "system_site_pth", "sitecustomize", "pytest11_entry_point", "pytest_plugins_env"}
 
 
@@ -357,10 +363,45 @@ def test_swe_local(tmp_path: Path, attack: str, record: Any, swe_fix: str) -> No
     network = PUBLIC if attack == "upstream_fetch" else []
     honest = "cd /app\n" + (SWE_TASK / "solution" / "solve.sh").read_text()
     benchmark = ["benchmark=builtin", f"benchmark.task_ids=[{SWE_TASK.name}]"]
-    with _command(attack, tmp_path, SWE_ATTACKS, honest, swe_fix) as command:
+    with _command(attack, tmp_path, a.SWE_ATTACKS, honest, swe_fix) as command:
         row = _run(tmp_path, command, [*LOCAL, f"sandbox.local.root_dir={tmp_path / 'sb'}", *network], "",
                    benchmark=benchmark)
     assert row["grading_mode"] == "in_place" and row["history_refs_removed"] is not None
     if attack == "upstream_fetch":  # the fetch got through: it is the flag that keeps it out
         assert (row["agent_network"], row["status"]) == ("public", "resolved"), row["error"]
     _check(row, attack, "local", record, grader="swe")
+
+
+@pytest.mark.bwrap
+@pytest.mark.tools("git")
+@pytest.mark.parametrize("attack", APPLIES["patcheval", "local"])
+def test_patcheval_local(tmp_path: Path, attack: str, record: Any) -> None:
+    """PatchEval (``patcheval``): the trial as a worker runs it (run_trial with the scripted
+    policy over HTTP; a task built on disk, tests/support/patcheval.py), graded by the task's
+    fix-run.sh in a fresh sandbox; the agent has no network, as the vendor ran PatchEval."""
+    import dataclasses
+    import functools
+
+    from farm.agent.policies.server import start_policy_server
+    from farm.run.plan import TrialSpec
+    from farm.run.trial import run_trial
+    from farm.sandbox.registry import open_sandbox
+    from tests.support.patcheval import FIXED, patcheval_task
+
+    task = patcheval_task(tmp_path)
+    fix = "--- a/app.py\n+++ b/app.py\n@@ -1,2 +1,4 @@\n def safe_join(root, name):\n" \
+          "+    if '..' in name.split('/'):\n+        raise ValueError(name)\n     return root + '/' + name\n"
+    assert FIXED.splitlines()[1] in fix  # the upstream's patch is the honest fix
+    with _command(attack, tmp_path, a.PATCHEVAL_ATTACKS, a.PATCHEVAL_HONEST, fix) as command:
+        script = tmp_path / "agent.yaml"
+        script.write_text(yaml.safe_dump([{"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]},
+                                          {"content": "done"}]))
+        cfg = load_config([f"store.uri={tmp_path / 'store'}", f"sandbox.local.root_dir={tmp_path / 'sb'}",
+                           "agent=scripted", f"agent.script={script}"])
+        spec = TrialSpec("run", "k" * 64, task.benchmark, task.task_id, 0, "base", "scripted")
+        with start_policy_server("scripted", script=str(script)) as server:
+            out = asyncio.run(run_trial(spec, task, cfg, 1, base_url=server.base_url, policy="scripted",
+                                        sandbox_factory=functools.partial(open_sandbox)))
+    row = dataclasses.asdict(out.result)
+    assert row["grading_mode"] == "fresh" and row["agent_network"] == "no-network"
+    _check(row, attack, "local", record, grader="patcheval")
