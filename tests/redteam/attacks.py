@@ -157,9 +157,9 @@ PATCHEVAL_ATTACKS: dict[str, str] = {
 PATCHEVAL_HONEST = _PE + f"cat > app.py <<'PYEOF'\n{FIXED}PYEOF"
 
 # (grader, backend) -> the attacks that apply there, where not all of them do (the table shows
-# the others as not applying). A pod: all but the system-path trojans, which a pod neither
-# protects nor checks and which the emulator's pods, run from the host's read-only /usr, would
-# refuse for the emulator's own reason. harbor-uv: the verifier cache's uv.
+# the others as not applying). A pod: all but the system-path trojans, which a pod does not
+# protect (it flags them by inode change time) and which the emulator's pods, run from the
+# host's read-only /usr, would refuse for the emulator's own reason. harbor-uv: the verifier cache's uv.
 APPLIES: dict[tuple[str, str], tuple[str, ...]] = {
     ("harbor", "k8s-emulator"): ("honest", "reward_written", "reward_dir_symlinked", "leftover_daemon",
                                  "fake_passed_output", "conftest_in_repo", "user_site_pth", "sitecustomize",

@@ -123,12 +123,13 @@ def test_preflight_reasons_per_backend() -> None:
 
 def test_which_backends_keep_the_verifier_private_and_list_system_changes() -> None:
     # docs/integrity.md, "What each backend enforces": pods under the restricted standard have no
-    # CAP_SYS_ADMIN for the verifier's mount namespace, and no engine to diff against the image
+    # CAP_SYS_ADMIN for the verifier's mount namespace; no engine diffs a pod against its image,
+    # so its system changes are found by inode change time since the start (relayed/ctime_scan.py)
     from farm.sandbox.docker.sandbox import ContainerSandbox
     from farm.sandbox.kubernetes.sandbox import KubernetesSandbox
     from farm.sandbox.none.sandbox import NullSandbox
 
     assert (ContainerSandbox.capabilities.private_verifier, ContainerSandbox.capabilities.system_diff) == (True, True)
     assert (KubernetesSandbox.capabilities.private_verifier, KubernetesSandbox.capabilities.system_diff) == (False,
-                                                                                                           False)
+                                                                                                           True)
     assert NullSandbox.capabilities.private_verifier is False

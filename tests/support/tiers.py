@@ -30,6 +30,7 @@ HEAVY_FIXTURES = frozenset({
 # start processes, sandboxes or servers without a marker or fixture above saying so
 PROCESS_MODULES = {
     "test_budgets.py": "farm validate on local sandboxes (bubblewrap)",
+    "test_ctime_scan.py": "the pod's system-change listing run by a real shell and Python",
     "test_frognano_vs_gemma.py": "farm validate on local sandboxes (bubblewrap)",
     "test_execution.py": "tool calls in a LocalSandbox",
     "test_leaf_differential.py": "the sandbox agent and the vendor's tools as processes",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import logging
 import threading
 import time
@@ -28,11 +29,12 @@ from typing import Any, Protocol
 
 from farm.config import KubernetesSandboxConfig, SandboxConfig
 from farm.errors import ConfigError
-from farm.sandbox.base import Capabilities, Sandbox, SandboxStartError
+from farm.sandbox.base import Capabilities, Sandbox, SandboxError, SandboxStartError
 from farm.sandbox.images.plan import registry_prefix
 from farm.sandbox.images.resolve import check_relay_task
 from farm.sandbox.kubernetes.gc import GcReport, gc_pods
 from farm.sandbox.kubernetes.pull_events import pull_facts
+from farm.sandbox.relayed import ctime_scan
 from farm.sandbox.relayed import manifests as m
 from farm.sandbox.relayed.channel import StreamPair
 from farm.sandbox.relayed.sandbox import RelaySandbox
@@ -151,7 +153,8 @@ class KubeExecOpener:
             # kubernetes.stream swaps the ApiClient's call_api for its WebSocket one while the
             # call runs: on the shared client, a pod read from another thread in that moment went
             # out as a WebSocket handshake and failed the start ("Handshake status 200 OK", seen
-            # in a start storm of 50 at once); each exec opens on a client of its own
+            # in a start storm of 50 at once); each exec opens on a client of its own (about 6 us
+            # to build, measured 2026-12-04: nothing beside the WebSocket handshake, so no cache)
             api = self.core.api_client
             own = type(api)(api.configuration, cookie=api.cookie)
             own.default_headers = dict(api.default_headers)
@@ -196,7 +199,9 @@ class KubernetesSandbox(RelaySandbox):
     # sandbox agent alone, is refused by the baseline and restricted Pod Security standards, so
     # commands can kill the sandbox agent; the relay (PID 1, out of their reach) restarts it and
     # the command it died under ends as killed (relayed/channel.py): rows say "pid1-relay: ..."
-    capabilities = Capabilities(set_network=True)
+    # No engine diffs a pod against its image: system_changes() lists what changed since the
+    # start by inode change time instead (relayed/ctime_scan.py)
+    capabilities = Capabilities(set_network=True, system_diff=True)
     cfg: KubernetesSandboxConfig
 
     def __init__(
@@ -227,6 +232,7 @@ class KubernetesSandbox(RelaySandbox):
         self.exec_opener = exec_opener or KubeExecOpener(core_api, cfg.namespace)
         self._policies: list[str] = []
         self._calls = {"start": 0, "ready": 0, "closing": 0}
+        self._system_baseline: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -340,6 +346,39 @@ class KubernetesSandbox(RelaySandbox):
                                         f"{after}: {pod_digest(pod)}", reason="timeout")
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.poll_s)
+
+    async def _prepare(self) -> None:
+        await super()._prepare()
+        # after the replayed build steps, before the agent: what changes from here on is the agent's
+        assert self.channel is not None
+        res = await self.channel.exec(ctime_scan.baseline_command(m.PYTHON), 60, "/")
+        try:
+            self._system_baseline = json.loads(res.stdout) if res.exit_code == 0 else None
+        except ValueError:
+            self._system_baseline = None
+        if self._system_baseline is None:  # the check is lost, not the start: system_changes says so
+            self.stats.extra["system_baseline"] = f"not recorded: {res.output[-300:]}"
+
+    async def system_changes(self) -> list[tuple[str, str]]:
+        """What changed in the pod's system paths since its start, as ``(kind, path)`` with kind
+        ``A`` (a name new to a ``bin`` directory) or ``C`` (changed), found by inode change time
+        (relayed/ctime_scan.py; farm/grade/tamper.py reads the pairs).
+
+        Raises:
+            SandboxError: no start time was recorded, or the pod could not list its paths.
+        """
+        base = self._system_baseline
+        if base is None:
+            raise SandboxError(f"{self.name}: {self.stats.extra.get('system_baseline', 'no start time recorded')}")
+        res = await self.exec(ctime_scan.changed_command(m.PYTHON, int(base["t"])), timeout_s=300, cwd="/",
+                              output_cap=32 << 20)
+        try:
+            paths = json.loads(res.stdout) if res.exit_code == 0 else None
+        except ValueError:
+            paths = None
+        if not isinstance(paths, list):
+            raise SandboxError(f"{self.name}: listing changed system paths failed: {res.output[-300:]}")
+        return ctime_scan.classify([str(x) for x in paths], base.get("bins") or {})
 
     async def _apply_network(self, network: NetworkMode) -> None:
         assert self.pod is not None
