@@ -46,8 +46,10 @@ def table(cells: list[dict], known_holes: dict[tuple[str, str, str], str],
             rules = sorted({f.split("@", 1)[0] for f in cell.get("flags") or []})
             if rules:
                 text += " (" + ", ".join(f"`{r}`" for r in rules) + ")"
-            if (attack, grader, backend) in known_holes and cell["outcome"] == "resolved":
-                text += " — known hole"  # admitted, and it did get through
+            # admitted, and it did get through (under strict, a flagged pass counts: strict admits none)
+            through = ("resolved", "flagged") if grader.endswith("(strict)") else ("resolved",)
+            if (attack, grader, backend) in known_holes and cell["outcome"] in through:
+                text += " — known hole"
             row.append(text)
         name = "honest solution (server left running)" if attack == "honest" else f"`{attack}`"
         lines.append(f"| {name} | " + " | ".join(row) + " |")
@@ -74,9 +76,9 @@ def main(argv: list[str]) -> int:
         print(f"integrity_table: cannot read {results}: {exc} (run the red-team suite first)", file=sys.stderr)
         return 2
     sys.path.insert(0, str(ROOT))
-    from tests.redteam.attacks import APPLIES, KNOWN_HOLES
+    from tests.redteam.attacks import APPLIES, KNOWN_HOLES, STRICT_HOLES
 
-    doc_path.write_text(render(doc_path.read_text(), table(cells, KNOWN_HOLES, APPLIES)))
+    doc_path.write_text(render(doc_path.read_text(), table(cells, KNOWN_HOLES | STRICT_HOLES, APPLIES)))
     print(f"integrity_table: {len(cells)} cells into {doc_path}")
     return 0
 

@@ -10,6 +10,7 @@ section of ``setup.cfg`` is seen with its section header when the hunk shows it.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -53,9 +54,21 @@ def scan_patch(patch: str, tests: TestFiles | None = None) -> list[tuple[str, st
     return found
 
 
+def _restored_files(tests_dir: Path) -> list[str]:
+    """The repository files a hidden grader restores before it runs them (farm's builtin
+    tests/grade.py: config.json's ``files``, name in /tests -> path in the repository); an
+    edit of one is an edit of the verifier's tests, however the grader then overwrites it."""
+    try:
+        files = json.loads((tests_dir / "config.json").read_text()).get("files")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(p) for p in files.values() if isinstance(p, str)] if isinstance(files, dict) else []
+
+
 def task_test_files(task: Any) -> TestFiles | None:
     """The verifier's own test files of ``task`` (a farm.tasks.model.Task), where known: the
-    files of a SWE-bench instance's ``test_patch``, and a Harbor task's ``tests/`` (at /tests)."""
+    files of a SWE-bench instance's ``test_patch``, and a Harbor task's ``tests/`` (at /tests)
+    with the repository files its hidden grader restores (``_restored_files``)."""
     relative: set[str] = set()
     absolute: set[str] = set()
     row = (getattr(task, "metadata", None) or {}).get("swebench") or {}
@@ -65,6 +78,7 @@ def task_test_files(task: Any) -> TestFiles | None:
     if tests_dir is not None and Path(tests_dir).is_dir() and not row:
         absolute.update("/tests/" + p.relative_to(tests_dir).as_posix()
                         for p in Path(tests_dir).rglob("*") if p.is_file())
+        relative.update(_restored_files(Path(tests_dir)))
     if not relative and not absolute:
         return None
     return known_tests(relative, absolute=absolute, workdir=getattr(task, "workdir", "/") or "/")

@@ -12,6 +12,7 @@ from farm.grade.hack_patch import patch_files, scan_patch, task_test_files
 from farm.grade.hack_scan import RULES, scan_call, scan_trial
 from farm.grade.hack_writes import bash_writes, known_tests
 from farm.store.schema import StepRow
+from farm.tasks.benchmark import builtin_tasks
 from farm.tasks.model import Environment, Task, VerifierSpec
 
 TESTS = known_tests(["tests/test_models.py"], absolute=["/tests/test_outputs.py"], workdir="/testbed")
@@ -160,6 +161,17 @@ def test_task_test_files_for_swebench_and_harbor(tmp_path: Path) -> None:
     assert found is not None and found.holds("/tests/sub/test_outputs.py") and found.holds("/tests/test.sh")
     assert not found.holds("/app/sub/test_outputs.py")
     assert task_test_files(Task("tb", "t2", "x", env, VerifierSpec())) is None
+
+
+def test_a_builtin_hidden_graders_restored_files_are_the_verifiers_tests() -> None:
+    # swe-utc-day-boundary as shipped: its tests/grade.py restores config.json's files into /app
+    (task,) = [t for t in builtin_tasks() if t.task_id == "swe-utc-day-boundary"]
+    found = task_test_files(task)
+    assert found is not None and found.holds("/app/tests/test_report.py") and found.holds("tests/__init__.py")
+    assert found.holds("/tests/grade.py") and not found.holds("shiftlog/timeutil.py")
+    patch = "diff --git a/tests/test_report.py b/tests/test_report.py\n--- a/tests/test_report.py\n" \
+            "+++ b/tests/test_report.py\n@@ -1 +1 @@\n-x\n+y\n"
+    assert scan_patch(patch, found) == [("test_edit", "tests/test_report.py")]
 
 
 def test_heredoc_bodies_are_text_and_the_lines_after_them_are_commands() -> None:

@@ -64,3 +64,18 @@ def test_the_script_writes_the_doc_from_the_results_file(tmp_path: Path, capsys:
     assert "| `leftover_daemon` | unresolved, flagged (`verifier_files`) | not run |" in doc.read_text()
     assert it.main([str(tmp_path / "none.json"), str(doc)]) == 2
     assert "run the red-team suite first" in capsys.readouterr().err
+
+
+def test_a_strict_column_follows_harbor_and_marks_an_admitted_flagged_pass_as_a_hole() -> None:
+    cells = [*CELLS, {"attack": "git_history_read", "grader": "harbor (strict)", "backend": "local",
+                      "outcome": "flagged", "flags": ["git_history@0"]},
+             {"attack": "leftover_daemon", "grader": "harbor (strict)", "backend": "local",
+              "outcome": "unresolved+flagged", "flags": ["verifier_files@verifier"]},
+             {"attack": "honest", "grader": "harbor-uv", "backend": "local", "outcome": "resolved"}]
+    holes = {("git_history_read", "harbor (strict)", "local"): "why"}
+    lines = it.table(cells, holes).splitlines()
+    assert lines[0] == "| attack | harbor on local | harbor on podman | harbor (strict) on local | harbor-uv on local |"
+    rows = {line.split(" | ")[0]: line for line in lines[2:]}
+    # under strict a flagged pass is a pass the strict score counts: marked where admitted
+    assert "| resolved, flagged (out of the clean score) (`git_history`) — known hole |" in rows["| `git_history_read`"]
+    assert "known hole" not in rows["| `leftover_daemon`"]

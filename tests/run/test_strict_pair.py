@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import functools
-import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,34 +25,16 @@ from farm.report.tables import ReportOptions
 from farm.run.driver import run_experiment
 from farm.store import ResultStore
 from tests.support.tasks import CHECK_ANSWER, make_task_dir
+from tests.support.upstream import serve_upstream
 
 pytestmark = pytest.mark.bwrap
-
-FIX = """diff --git a/answer.txt b/answer.txt
-new file mode 100644
---- /dev/null
-+++ b/answer.txt
-@@ -0,0 +1 @@
-+fixed
-"""
 
 
 @pytest.fixture
 def upstream(tmp_path: Path) -> Iterator[str]:
     """An HTTP server on 127.0.0.1 (a free port) serving the task's fix as fix.patch."""
-    root = tmp_path / "upstream"
-    root.mkdir()
-    (root / "fix.patch").write_text(FIX)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/fix.patch"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serve_upstream(tmp_path / "upstream") as url:
+        yield url
 
 
 def _base(tmp_path: Path, script: Path) -> list[str]:
