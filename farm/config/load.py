@@ -54,6 +54,7 @@ HASHED_UNLESS_DEFAULT: dict[str, Any] = {
     "benchmark.agent_network": None,
     "benchmark.verifier_network": None,
     "grade.tamper_fails": False,
+    "benchmark.seal_history": False,  # farm/grade/history.py: what the agent can read of the history
     "experiment.strict_pair": False,
     "experiment.strict_overrides": list(STRICT_OVERRIDES),
     "agent.timeout_clock": "wall",  # farm/agent/loop.py: queue time credited back under "agent"

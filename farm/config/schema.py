@@ -21,6 +21,7 @@ STRICT_OVERRIDES = (
     "grade.mode=patch_both",
     "grade.tamper_fails=true",
     "benchmark.strip_history=true",
+    "benchmark.seal_history=true",
 )
 
 # model.name of the embedded defaults: no model at all, the oracle policy answers
@@ -41,6 +42,11 @@ class BenchmarkConfig:
     # remove the task repository's history beyond HEAD before the agent starts (farm/grade/history.py);
     # null: only tasks graded by their git patch (their history may hold the fix)
     strip_history: Optional[bool] = None
+    # where history is stripped, also replace HEAD's own ancestry by one commit of HEAD's tree, on
+    # tasks not graded by their patch and not about version control: a task image that committed
+    # its answer and then removed it keeps the answer in HEAD's ancestry, which stripping keeps
+    # (a patch-graded task's ancestry is the upstream's history before the base commit: kept)
+    seal_history: bool = False
     # the network each task's agent / verifier gets (public | no-network); null: the task's own
     # setting (Leaf's registry gives SWE-bench and Terminal-Bench agents `public`): the strict
     # twin of an arm (experiment.strict_pair) sets both to no-network

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from farm.sandbox.base import Sandbox
 from farm.tasks.model import Task
 
-# One shell program, so the whole strip is one round trip. Counts go to stdout as key=value;
+# One shell program, so the whole strip is one round trip. $2 = 1 seals: HEAD becomes one root
+# commit of HEAD's own tree (work tree and index untouched, as the tree is the same), before the
+# reflogs expire and the prune drops the old ancestry. Counts go to stdout as key=value;
 # `git` errors go to stderr and make the script fail (set -e), which the caller reports.
 _SCRIPT = r"""
 set -e
@@ -39,6 +41,12 @@ for r in $(git for-each-ref --format='%(refname)'); do
   if [ "$r" != "$keep" ]; then git update-ref -d "$r"; removed=$((removed+1)); fi
 done
 for remote in $(git remote); do git remote remove "$remote"; done
+sealed=0
+if [ "$2" = 1 ] && git rev-parse -q --verify HEAD >/dev/null; then
+  root=$(git -c user.name=farm -c user.email=farm@localhost commit-tree "HEAD^{tree}" -m "history sealed by farm")
+  git update-ref HEAD "$root"
+  sealed=1
+fi
 for h in ORIG_HEAD FETCH_HEAD MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD AUTO_MERGE BISECT_HEAD; do
   if [ -e "$gitdir/$h" ]; then rm -f "$gitdir/$h"; removed=$((removed+1)); fi
 done
@@ -48,7 +56,7 @@ git reflog expire --expire=now --expire-unreachable=now --all
 # so the prune below cannot leave HEAD's own objects missing
 if [ -s "$gitdir/objects/info/alternates" ]; then git repack -a -d -q; rm -f "$gitdir/objects/info/alternates"; fi
 git -c gc.auto=0 -c gc.reflogExpire=now -c gc.reflogExpireUnreachable=now gc --prune=now --quiet
-echo repo=1 refs_removed=$removed objects_before=$before objects_after=$(objects) \
+echo repo=1 sealed=$sealed refs_removed=$removed objects_before=$before objects_after=$(objects) \
   head=$(git rev-parse -q --verify HEAD || echo none)
 """
 
@@ -59,6 +67,7 @@ class StripResult:
     refs_removed: int = 0  # refs, remotes' refs and special heads deleted
     objects_removed: int = 0  # objects the prune dropped (loose + packed)
     base_commit: str | None = None  # HEAD the agent starts from (the hack scan's "not foreign" commit)
+    sealed: bool = False  # HEAD's own ancestry was squashed into one commit
 
 
 # Terminal-Bench's own labels for tasks about version control (fix-git, git-multibranch,
@@ -86,15 +95,22 @@ def should_strip(task: Task, setting: bool | None) -> bool:
     return task.require_git_patch if setting is None else setting
 
 
-async def strip_history(sandbox: Sandbox, workdir: str, *, timeout_s: float = 600) -> StripResult:
-    """Leave the repository at ``workdir`` with only the history reachable from HEAD.
+def should_seal(task: Task, setting: bool) -> bool:
+    """``benchmark.seal_history``: squash HEAD's ancestry where it is not the upstream's history
+    before a patch's base (patch-graded tasks) and not the task itself (version control)."""
+    return setting and not task.require_git_patch and not history_is_the_task(task)
+
+
+async def strip_history(sandbox: Sandbox, workdir: str, *, seal: bool = False, timeout_s: float = 600) -> StripResult:
+    """Leave the repository at ``workdir`` with only the history reachable from HEAD; with
+    ``seal``, with only HEAD itself (one root commit of HEAD's tree).
 
     Raises:
         HistoryStripError: a git command failed (the repository is then in an unknown state,
             so the trial must not start).
     """
-    res = await sandbox.exec(f"sh -c {shlex.quote(_SCRIPT)} strip {shlex.quote(workdir)}", timeout_s=timeout_s,
-                             cwd="/", output_cap=64 << 10)
+    command = f"sh -c {shlex.quote(_SCRIPT)} strip {shlex.quote(workdir)} {int(seal)}"
+    res = await sandbox.exec(command, timeout_s=timeout_s, cwd="/", output_cap=64 << 10)
     if res.exit_code != 0 or res.timed_out:
         raise HistoryStripError(f"stripping the git history of {workdir} failed (exit {res.exit_code}): "
                                 f"{res.output[-800:]}")
@@ -104,7 +120,7 @@ async def strip_history(sandbox: Sandbox, workdir: str, *, timeout_s: float = 60
     before, after = int(fields["objects_before"]), int(fields["objects_after"])
     head = fields.get("head")
     return StripResult(repo=True, refs_removed=int(fields["refs_removed"]), objects_removed=max(before - after, 0),
-                       base_commit=None if head in (None, "none") else head)
+                       base_commit=None if head in (None, "none") else head, sealed=fields.get("sealed") == "1")
 
 
 class HistoryStripError(RuntimeError):

@@ -26,7 +26,7 @@ from farm.grade.attempt import close_quietly, grade_attempt
 from farm.grade.hack_patch import task_test_files
 from farm.grade.hack_scan import scan_trial
 from farm.grade.harbor import home_tools
-from farm.grade.history import HistoryStripError, history_is_the_task, should_strip, strip_history
+from farm.grade.history import HistoryStripError, history_is_the_task, should_seal, should_strip, strip_history
 from farm.grade.patch import PatchError, capture_freeing_pids, head_commit, record_untracked_baseline
 from farm.run.endpoint import host_port
 from farm.run.plan import TrialSpec
@@ -247,12 +247,13 @@ async def _prepare(att: _Attempt, sandbox: Sandbox, repo: str) -> str | None:
     if att.strip:
         # before the agent's first step: the fix must not be one `git log --all` away
         try:
-            stripped = await strip_history(sandbox, repo)
+            stripped = await strip_history(sandbox, repo, seal=should_seal(task, att.cfg.benchmark.seal_history))
         except HistoryStripError as exc:  # the task's repository is broken: the same every time
             raise _TaskUnsupported(HISTORY_STRIP, str(exc)) from exc
         row.base_commit = stripped.base_commit
         if stripped.repo:
             row.history_refs_removed, row.history_objects_removed = stripped.refs_removed, stripped.objects_removed
+            row.history_sealed = stripped.sealed
     # the patch is taken against the commit the agent started from, so a commit is in it too
     base = row.base_commit or await head_commit(sandbox, repo)
     if base is not None:

@@ -141,6 +141,9 @@ class TrialResult:
     # the Ray node id the attempt ran on (a worker_lost row: the node that was lost); null for
     # the local executor, and in rows written before the column existed
     ray_node: str | None = None
+    # benchmark.seal_history: HEAD's own ancestry was squashed into one commit before the agent
+    # started; null where history was not stripped, and in rows written before the column existed
+    history_sealed: bool | None = None
     # unique per executed attempt: steps of an attempt that crashed before its trial row was
     # committed carry a uid no trial row has, so they can never be mixed into a later attempt
     attempt_uid: str | None = None

@@ -10,7 +10,9 @@ reproduce-frognano's entries moved deliberately with issue 28.3 too: the experim
 frognano-4b-sglang (experiment.arms is part of every arm's hash); and with issue 27.1 (strict_pair on);
 and with issue 28.4, when it gained the TB2-only arm frognano-4b-timeouts-4x. The new arm fields
 (``benchmarks``, ``strict``) did not move them: without that arm every entry hashes as before
-(PRE_TIMEOUT_ARM below).
+(PRE_TIMEOUT_ARM below). The strict twins' entries (``-strict``) moved once more, in both tables,
+when the strict overrides gained ``benchmark.seal_history=true`` (issue 27: strict seals a task
+image's own history); the standard arms and the run itself did not move.
 
 Arms whose overrides name a prompt file are left out: their hash holds the file's resolved
 absolute path, so it differs between checkouts."""
@@ -60,9 +62,9 @@ GOLDEN = {
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b]': '93214e35fc627984',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b]': '6e3080b55fc5e3af',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card]': '93214e35fc627984',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-strict]': 'e9db2a6295da90ce',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b-strict]': '024820625ffb6047',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card-strict]': 'e9db2a6295da90ce',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-strict]': 'dc132e198e71cab4',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b-strict]': '79909c51301dd33a',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card-strict]': 'dc132e198e71cab4',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false': '70dce1b038fe9fc1',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b]': 'c4501b399c3ed6be',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm qwen3.5-4b]': '664d52e601f15f1b',
@@ -74,7 +76,7 @@ GOLDEN = {
     'model=frognano-4b-sglang': 'b8c5b67c6d79b0ce',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-timeouts-4x]': 'ff35c501c0211dbd',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b-timeouts-4x]': 'cbf38b82d5af8364',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-sglang-strict]': '284bad6ccf3cd0e8',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-sglang-strict]': '4c40585716310b5e',
     'model=qwen2.5-coder-0.5b-cpu': 'bd6b7248ef8befa8',
     'model=qwen2.5-coder-1.5b-cpu': '9f79e547c2be4f49',
     'model=qwen3.5-4b': '0b6bc0689896129c',
@@ -94,15 +96,15 @@ PRE_TIMEOUT_ARM = {
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b]': 'a385b30e95bdcd60',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b]': '9bb05d84fff35822',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card]': 'a385b30e95bdcd60',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-strict]': '08477a1e9718eaa4',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b-strict]': 'b9d8f4698c8ef495',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card-strict]': '08477a1e9718eaa4',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-strict]': '797065ef5d9c18ef',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm qwen3.5-4b-strict]': 'ee007e1cdb57626d',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-card-strict]': '797065ef5d9c18ef',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false': 'f29dd058defe5fcd',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b]': 'f578584c9e24ce75',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm qwen3.5-4b]': 'f2fb22860e12ffb4',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 experiment.strict_pair=false [arm frognano-4b-card]': 'f578584c9e24ce75',
     'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-sglang]': '74402d6cce2ad11a',
-    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-sglang-strict]': 'dcb83031b6b73fa4',
+    'experiment=reproduce-frognano model.base_url=http://127.0.0.1:9/v1 [arm frognano-4b-sglang-strict]': 'b7dd50e61b87c7bf',
 }
 
 

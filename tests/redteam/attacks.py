@@ -179,8 +179,6 @@ KNOWN_HOLES: dict[tuple[str, str, str], str] = {
 # (attack, grader, backend) -> why it may still resolve under strict, flagged (out of the clean
 # score) but counted in the strict Avg@k. Strict admits no unflagged pass at all.
 STRICT_HOLES: dict[tuple[str, str, str], str] = {
-    ("git_history_read", "harbor (strict)", "local"):
-        "the answer is in HEAD's own ancestry (committed, then removed), which benchmark.strip_history "
-        "keeps by design (it removes what HEAD cannot reach); the read is flagged git_history, but strict "
-        "fails only tamper suspects, so the pass stays in the strict score",
+    # none: the last was git_history_read, whose answer sits in HEAD's own ancestry; strict seals
+    # that history (benchmark.seal_history, farm/grade/history.py should_seal)
 }

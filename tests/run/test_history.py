@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from farm.grade.history import HistoryStripError, should_strip, strip_history
+from farm.grade.history import HistoryStripError, should_seal, should_strip, strip_history
 from farm.sandbox.local.sandbox import LocalSandbox
 from farm.tasks.model import Environment, Task, VerifierSpec
 
@@ -100,3 +100,38 @@ async def test_a_failing_git_is_an_error_not_a_silent_success(tmp_path: Path) ->
     (None, True, True), (None, False, False), (True, False, True), (False, True, False)])
 def test_auto_strips_only_tasks_graded_by_their_patch(mode: bool | None, patch_graded: bool, expected: bool) -> None:
     assert should_strip(replace(_task(), require_git_patch=patch_graded), mode) is expected
+
+
+async def test_sealing_leaves_only_head_s_tree_and_drops_an_answer_from_its_ancestry(tmp_path: Path) -> None:
+    # the red team's leaky image: the answer committed, then removed, all on HEAD's own branch
+    sb = await _sandbox(tmp_path, f"cd /app && git init -q -b main . && echo fixed > answer.txt && git add -A && "
+                                  f"{GIT} commit -qm answer && git rm -q answer.txt && echo seed > seed.txt && "
+                                  f"git add -A && {GIT} commit -qm seed && echo wip >> seed.txt && echo new > new.txt")
+    try:
+        kept = await sb.exec("git log --format=%s; git show HEAD~1:answer.txt", cwd="/app")
+        assert kept.stdout == "seed\nanswer\nfixed\n"  # what stripping alone leaves
+        tree = (await sb.exec("git rev-parse 'HEAD^{tree}'", cwd="/app")).stdout.strip()
+        result = await strip_history(sb, "/app", seal=True)
+        assert result.sealed and result.objects_removed >= 2  # the old commits (the answer's blob too)
+        after = await sb.exec("git log --all --reflog --format=%s; git rev-parse 'HEAD^{tree}' HEAD; "
+                              "git rev-list --count HEAD; git symbolic-ref HEAD; git status --porcelain", cwd="/app")
+        lines = after.stdout.splitlines()
+        assert lines[0] == "history sealed by farm" and lines[1] == tree and lines[2] == result.base_commit
+        # one commit, on the same branch, and the agent's work tree exactly as it was
+        assert lines[3:] == ["1", "refs/heads/main", " M seed.txt", "?? new.txt"], after.output
+        gone = await sb.exec("git log --all -p | grep -c fixed; git fsck --full --no-dangling", cwd="/app")
+        assert gone.stdout.startswith("0\n"), gone.output
+    finally:
+        await sb.close()
+
+
+@pytest.mark.parametrize("setting, patch_graded, instruction, expected", [
+    (True, False, "Fix it.", True), (False, False, "Fix it.", False),
+    # a patch-graded task's ancestry is the upstream's history before the base commit
+    (True, True, "Fix it.", False),
+    # a version-control task's history is the task
+    (True, False, "Recover the commit with git.", False)])
+def test_sealing_applies_to_tasks_whose_ancestry_is_no_part_of_the_work(setting: bool, patch_graded: bool,
+                                                                        instruction: str, expected: bool) -> None:
+    task = replace(_task(), require_git_patch=patch_graded, instruction=instruction)
+    assert should_seal(task, setting) is expected
