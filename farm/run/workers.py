@@ -228,7 +228,22 @@ class RayExecutor:
             self.actors.append(None)
             self.holders.append("")
             self._replace(len(self.actors) - 1)
-        await asyncio.gather(*[a.pid.remote() for a in self.actors])
+        await asyncio.gather(*[self._until_up(i) for i in range(len(self.actors))])
+
+    async def _until_up(self, i: int, tries: int = 3) -> None:
+        """Worker ``i`` answering. A worker whose node dies before it ever ran (a lost raylet, or
+        one the GCS declared dead for missed heartbeats on a starved machine) is replaced, as a
+        lost worker is during the run, instead of failing the run before its first trial."""
+        import ray.exceptions
+
+        for attempt in range(tries):
+            try:
+                await self.actors[i].pid.remote()
+                return
+            except ray.exceptions.RayActorError:
+                if attempt == tries - 1:
+                    raise
+                self._replace(i)
 
     def _new_actor(self, holder: str, node: str | None = None) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 import ray.exceptions
 
 from farm.config import load_config
@@ -71,3 +72,42 @@ def test_a_worker_killed_for_memory_is_a_retryable_infra_error_and_is_replaced(t
     # the dead actor is replaced once, and the next trial runs on the new one
     assert executor.actors[0] is not killed and executor.restarts == 1
     assert asyncio.run(executor.submit(TrialJob(spec, task, cfg, attempt=2))) == "ran"
+
+
+class _Pid:
+    def __init__(self, exc: BaseException | None) -> None:
+        self.exc = exc
+
+    def remote(self):
+        async def ref():
+            if self.exc is not None:
+                raise self.exc
+            return 4242
+        return ref()
+
+
+class _Starting:
+    def __init__(self, exc: BaseException | None = None) -> None:
+        self.pid = _Pid(exc)
+        self.where = _Where()
+
+
+def test_a_worker_whose_node_dies_before_it_ran_is_replaced_at_the_start(tmp_path: Path) -> None:
+    # seen in the chaos benchmark on a starved machine: the GCS declared a node dead for missed
+    # heartbeats while the pool was starting, and the run ended with ActorDiedError before its
+    # first trial; now the worker is replaced as a lost worker is during the run
+    cfg = load_config([f"store.uri={tmp_path / 'store'}"])
+    executor = RayExecutor(cfg)
+    dead = _Starting(ray.exceptions.ActorDiedError())
+    executor.actors, executor.holders = [dead], ["w-dead"]
+    made: list[_Starting] = []
+    executor._new_actor = lambda holder, node=None: made.append(_Starting()) or made[-1]
+    executor._nodes = lambda: []
+    asyncio.run(executor._until_up(0))
+    assert executor.actors[0] is made[0] and len(made) == 1
+
+    # a node that keeps dying is the run's failure after a few tries, not a loop
+    executor.actors = [dead]
+    executor._new_actor = lambda holder, node=None: _Starting(ray.exceptions.ActorDiedError())
+    with pytest.raises(ray.exceptions.RayActorError):
+        asyncio.run(executor._until_up(0, tries=3))
