@@ -217,6 +217,11 @@ def run_pass(name: str, args: argparse.Namespace, tmp: Path, tasks: Path, faults
             return summary, wall
 
         summary, wall = asyncio.run(main())
+    except BaseException:
+        if moto is not None:  # the pass failed: the S3 server it started goes too, not only on success
+            moto.terminate()
+            moto.wait(10)
+        raise
     finally:
         cluster.close()
         policy.kill()
@@ -288,6 +293,8 @@ def main() -> None:
     # caller that parses the result reads this file rather than the last line of stdout
     ap.add_argument("--json-out", type=Path, default=None, help="also write the chaos pass as JSON to this file")
     args = ap.parse_args()
+    # a timeout's SIGTERM unwinds like an error, so every server a pass started is stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.max_in_flight = args.max_in_flight or max(1, args.trials // 4)
     args.burst_starts = args.burst_starts if args.burst_starts is not None else max(1, min(50, args.trials // 10))
     tmp = Path(tempfile.mkdtemp(prefix="farm-chaos-"))
