@@ -33,5 +33,8 @@ def test_the_chaos_benchmark_lands_every_trial_exactly_once(tmp_path: Path) -> N
     faults = out["faults"]
     assert faults["node_lost"] == 2 and faults["endpoint_restart"] == 1, out
     assert faults["store_503"] > 0 and faults["failed_starts"] == 4, out
-    assert out["faults_injected"] == 5 and out["worker_lost"] > 0 and out["attempts_per_trial"] > 1, out
+    # the refused starts cost attempts; whether a killed node held a running trial at that moment
+    # is timing (24 trials over ~10 s: runs here gave 0 and more), so worker_lost is not asserted;
+    # tests/run/test_ray_node_loss.py pins a trial on a node it kills, and `make chaos` runs 2,000
+    assert out["faults_injected"] == 5 and out["attempts_per_trial"] > 1, out
     assert out["unledgered"] == 0, out
