@@ -380,28 +380,15 @@ def test_patcheval_local(tmp_path: Path, attack: str, record: Any) -> None:
     policy over HTTP; a task built on disk, tests/support/patcheval.py), graded by the task's
     fix-run.sh in a fresh sandbox; the agent has no network, as the vendor ran PatchEval."""
     import dataclasses
-    import functools
 
-    from farm.agent.policies.server import start_policy_server
-    from farm.run.plan import TrialSpec
-    from farm.run.trial import run_trial
-    from farm.sandbox.registry import open_sandbox
-    from tests.support.patcheval import FIXED, patcheval_task
+    from tests.support.patcheval import FIXED, patcheval_task, run_scripted_trial
 
     task = patcheval_task(tmp_path)
     fix = "--- a/app.py\n+++ b/app.py\n@@ -1,2 +1,4 @@\n def safe_join(root, name):\n" \
           "+    if '..' in name.split('/'):\n+        raise ValueError(name)\n     return root + '/' + name\n"
     assert FIXED.splitlines()[1] in fix  # the upstream's patch is the honest fix
     with _command(attack, tmp_path, a.PATCHEVAL_ATTACKS, a.PATCHEVAL_HONEST, fix) as command:
-        script = tmp_path / "agent.yaml"
-        script.write_text(yaml.safe_dump([{"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]},
-                                          {"content": "done"}]))
-        cfg = load_config([f"store.uri={tmp_path / 'store'}", f"sandbox.local.root_dir={tmp_path / 'sb'}",
-                           "agent=scripted", f"agent.script={script}"])
-        spec = TrialSpec("run", "k" * 64, task.benchmark, task.task_id, 0, "base", "scripted")
-        with start_policy_server("scripted", script=str(script)) as server:
-            out = asyncio.run(run_trial(spec, task, cfg, 1, base_url=server.base_url, policy="scripted",
-                                        sandbox_factory=functools.partial(open_sandbox)))
+        out = run_scripted_trial(tmp_path, task, command)
     row = dataclasses.asdict(out.result)
     assert row["grading_mode"] == "fresh" and row["agent_network"] == "no-network"
     _check(row, attack, "local", record, grader="patcheval")

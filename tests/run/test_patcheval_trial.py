@@ -8,19 +8,11 @@ it against the commit the agent started from, so that a fix the agent committed 
 
 from __future__ import annotations
 
-import asyncio
-import functools
 from pathlib import Path
 
 import pytest
-import yaml
 
-from farm.agent.policies.server import start_policy_server
-from farm.config import load_config
-from farm.run.plan import TrialSpec
-from farm.run.trial import run_trial
-from farm.sandbox.registry import open_sandbox
-from tests.support.patcheval import FIXED, patcheval_task
+from tests.support.patcheval import FIXED, patcheval_task, run_scripted_trial
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.tools("git")]
 
@@ -34,16 +26,7 @@ COMMIT = "\ngit add -A && git -c user.email=a@b -c user.name=a commit -qm fix"
 def test_a_patcheval_fix_resolves_through_the_trial(tmp_path: Path, root_repo: bool, command: str) -> None:
     task = patcheval_task(tmp_path, root_repo=root_repo)
     repo = "/workspace" if root_repo else "/workspace/proj"
-    script = tmp_path / "fix.yaml"
-    script.write_text(yaml.safe_dump([
-        {"tool_calls": [{"name": "Bash", "arguments": {"command": f"cd {repo} && {command}"}}]},
-        {"content": "done"}]))
-    cfg = load_config([f"store.uri={tmp_path / 'store'}", f"sandbox.local.root_dir={tmp_path / 'sb'}",
-                       "agent=scripted", f"agent.script={script}"])
-    spec = TrialSpec("run", "k" * 64, task.benchmark, task.task_id, 0, "base", "scripted")
-    with start_policy_server("scripted", script=str(script)) as server:
-        out = asyncio.run(run_trial(spec, task, cfg, 1, base_url=server.base_url, policy="scripted",
-                                    sandbox_factory=functools.partial(open_sandbox)))
+    out = run_scripted_trial(tmp_path, task, f"cd {repo} && {command}")
     row = out.result
     assert (row.status, row.error_class) == ("resolved", None), (row.error, out.artifacts.get("patch.diff"))
     assert row.base_commit is None or len(row.base_commit) == 40

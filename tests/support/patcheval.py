@@ -6,10 +6,20 @@ the grading tests (tests/grade/test_spoofing_patcheval.py) and the trial test
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import subprocess
 from dataclasses import replace
 from pathlib import Path
 
+import yaml
+
+from farm.agent.policies.server import start_policy_server
+from farm.config import load_config
+from farm.run.plan import TrialSpec
+from farm.run.rows import TrialOutcome
+from farm.run.trial import run_trial
+from farm.sandbox.registry import open_sandbox
 from farm.tasks.model import BuildStep, Environment, Task, VerifierSpec
 from farm.tasks.patcheval import load_patcheval_rows
 
@@ -73,3 +83,17 @@ def patcheval_task(tmp_path: Path, *, root_repo: bool = False, row: str | None =
     return Task(benchmark="patcheval", task_id="CVE-2099-0001", instruction="", environment=env,
                 verifier=VerifierSpec(protocol="patcheval"), verifier_timeout_s=60,
                 agent_network="no-network", verifier_network="no-network", metadata={"repo_name": "proj"})
+
+
+def run_scripted_trial(tmp_path: Path, task: Task, command: str) -> TrialOutcome:
+    """One trial of ``task`` through ``run_trial`` on the local backend, its agent a scripted
+    policy server that runs ``command`` in one Bash call; the TrialOutcome."""
+    script = tmp_path / "agent.yaml"
+    script.write_text(yaml.safe_dump([{"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]},
+                                      {"content": "done"}]))
+    cfg = load_config([f"store.uri={tmp_path / 'store'}", f"sandbox.local.root_dir={tmp_path / 'sb'}",
+                       "agent=scripted", f"agent.script={script}"])
+    spec = TrialSpec("run", "k" * 64, task.benchmark, task.task_id, 0, "base", "scripted")
+    with start_policy_server("scripted", script=str(script)) as server:
+        return asyncio.run(run_trial(spec, task, cfg, 1, base_url=server.base_url, policy="scripted",
+                                     sandbox_factory=functools.partial(open_sandbox)))
