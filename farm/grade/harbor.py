@@ -36,6 +36,8 @@ VERIFIER_OUTPUT_CAP = 1 << 20
 VERIFIER_LOGS = "/logs/verifier"
 # an agent process replaced /tests or /logs/verifier by a link while the verifier started
 VERIFIER_FILES_FLAG = "verifier_files@verifier"
+# the SWE-bench log reports a graded test failed and later passed (farm/grade/swebench.py)
+TEST_LOG_FLAG = "test_log@verifier"
 
 # error classes of a verdict without a valid reward (GradeResult.error_class; a trial records
 # them as infra_error): the task ships no tests/; the verifier's own set-up failed
@@ -319,7 +321,7 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
         return result(None, VERIFIER_TIMEOUT, f"tests/test.sh did not finish within {task.verifier_timeout_s:g}s")
     protocol_reward = {"swebench": _swebench_reward, "swebench_pro": _swebench_pro_reward}.get(task.verifier.protocol)
     if protocol_reward is not None:  # the benchmark's own rules on the log test.sh wrote, not a reward file
-        reward, error_class, error, summary = await protocol_reward(task, read)
+        reward, error_class, error, summary = await protocol_reward(task, read, flags)
         output += summary + "\n"
         return result(reward, error_class, error)
     marker = task.verifier.success_marker
@@ -346,9 +348,10 @@ async def run_harbor_verifier(task: Task, sandbox: Sandbox, cache: VerifierCache
     return result(reward)
 
 
-async def _swebench_reward(task: Task, read: Callable[[str], Awaitable[str | None]]
+async def _swebench_reward(task: Task, read: Callable[[str], Awaitable[str | None]], flags: list[str]
                            ) -> tuple[float | None, str | None, str | None, str]:
-    """The swebench package's verdict on the test log eval.sh wrote (farm/grade/swebench.py)."""
+    """The swebench package's verdict on the test log eval.sh wrote (farm/grade/swebench.py);
+    a log that reports a graded test failed and later passed adds ``test_log@verifier`` to ``flags``."""
     from farm.grade.swebench import grade_log
     from farm.tasks.swebench.task_dir import TEST_LOG
 
@@ -358,12 +361,15 @@ async def _swebench_reward(task: Task, read: Callable[[str], Awaitable[str | Non
     verdict = grade_log(task.metadata["swebench"], log)  # type: ignore[arg-type]
     if verdict.resolved is None:
         return None, VERIFIER_INCOMPLETE, verdict.status, verdict.summary()
+    if verdict.contradicted:
+        flags.append(TEST_LOG_FLAG)
     return (1.0 if verdict.resolved else 0.0), None, None, verdict.summary()
 
 
-async def _swebench_pro_reward(task: Task, read: Callable[[str], Awaitable[str | None]]
+async def _swebench_pro_reward(task: Task, read: Callable[[str], Awaitable[str | None]], flags: list[str]
                                ) -> tuple[float | None, str | None, str | None, str]:
-    """The instance's parser.py on the run script's logs, by the official rule (farm/grade/swebench_pro.py)."""
+    """The instance's parser.py on the run script's logs, by the official rule (farm/grade/swebench_pro.py);
+    ``flags``: as _swebench_reward's (none of its own)."""
     from farm.grade.swebench_pro import grade_logs
     from farm.tasks.swebench_pro.task_dir import EXIT_FILE, STDERR_LOG, STDOUT_LOG
 

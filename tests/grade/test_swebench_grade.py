@@ -75,6 +75,7 @@ def test_real_logs_get_the_published_verdict_and_the_packages(instance_id: str, 
     verdict = _agrees(row, _wrapped(instance_id), tmp_path, monkeypatch)
     assert verdict.resolved is original["resolved"] is expected["resolved_in_original_report"]
     assert verdict.parsed == expected["status_map"]
+    assert verdict.contradicted == {}  # no honest log reports a pass after a failure of the same test
     assert verdict.report == original["tests_status"]
     assert verdict.status == (C.ResolvedStatus.FULL.value if original["resolved"] else C.ResolvedStatus.NO.value)
     assert verdict.summary().startswith(f"[farm swebench] {verdict.status}")
@@ -89,6 +90,33 @@ def test_one_fail_to_pass_test_failing_is_partial_and_unresolved(rows: dict[str,
     verdict = _agrees(rows[instance_id], log.replace(f"{f2p} ... ok", f"{f2p} ... FAIL"), tmp_path, monkeypatch)
     assert (verdict.resolved, verdict.status) == (False, C.ResolvedStatus.PARTIAL.value)
     assert verdict.report["FAIL_TO_PASS"]["failure"] == [f2p]
+
+
+# each parser's line for a test that failed, and for one that passed
+_LINES = {"django__django-11603": ("{t} ... FAIL", "{t} ... ok"), "sympy__sympy-13480": ("{t} F", "{t} ok"),
+          "astropy__astropy-12907": ("FAILED {t}", "PASSED {t}")}
+
+
+@pytest.mark.parametrize("instance_id", IDS)
+def test_a_pass_printed_after_the_runners_failure_does_not_count(instance_id: str, rows: dict[str, dict[str, Any]],
+                                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    """Patched code that prints the parser's pass lines when the test process exits, after the
+    runner reported the FAIL_TO_PASS tests failed: the package's parser keeps the last line and
+    resolves; farm counts those tests failed and says why."""
+    row = rows[instance_id]
+    failed, passed = _LINES[instance_id]
+    f2p = row["FAIL_TO_PASS"]
+    # a pass line for every graded test (the astropy excerpt lacks some PASS_TO_PASS lines)
+    tail = "\n".join([*(failed.format(t=t) for t in f2p), *(passed.format(t=t) for t in f2p + row["PASS_TO_PASS"])])
+    log = _wrapped(instance_id).replace(C.END_TEST_OUTPUT, f"{tail}\n{C.END_TEST_OUTPUT}")
+    package = _package_report(row, log, tmp_path, monkeypatch)
+    assert package["resolved"] is True  # the package is fooled: the last line wins
+    verdict = grade_log(row, log)
+    # (the astropy excerpt's own failed PASS_TO_PASS lines are contradicted too)
+    assert verdict.resolved is False and set(f2p) <= set(verdict.contradicted)
+    assert verdict.report["FAIL_TO_PASS"]["failure"] == f2p
+    assert "reports failed and later passed" in verdict.summary()
 
 
 def test_markers_around_no_test_output_are_unresolved_not_an_error(rows: dict[str, dict[str, Any]], tmp_path: Path,

@@ -95,6 +95,17 @@ async def test_a_failing_fail_to_pass_test_is_reward_zero_whatever_reward_file_t
     assert "RESOLVED_PARTIAL" in res.output
 
 
+async def test_a_pass_line_after_the_failure_is_reward_zero_and_flagged(task: Task) -> None:
+    # what patched code printing at exit leaves: the runner's FAIL, then a pass line of its own
+    f2p = "test_distinct_on_aggregate (aggregation.tests.AggregateTestCase)"
+    log = _log(fail_first_f2p=True).replace(f"+ : '{C.END_TEST_OUTPUT}'", f"{f2p} ... ok\n+ : '{C.END_TEST_OUTPUT}'")
+    res = await run_harbor_verifier(task, _LogSandbox(log))  # type: ignore[arg-type]
+    assert (res.reward, res.resolved, res.error_class) == (0.0, False, None)
+    assert res.flags == ["test_log@verifier"] and "reports failed and later passed" in res.output
+    honest = await run_harbor_verifier(task, _LogSandbox(_log()))  # type: ignore[arg-type]
+    assert honest.flags == []
+
+
 async def test_no_test_log_is_an_infra_error_not_zero(task: Task) -> None:
     res = await run_harbor_verifier(task, _LogSandbox(None))  # type: ignore[arg-type]
     assert (res.reward, res.resolved, res.error_class) == (None, False, "verifier_no_reward")
