@@ -10,7 +10,8 @@ tools it runs are the container's own. So, before the verifier starts:
 * ``system_tamper`` — on a backend that can list what changed in the system paths
   (``system_changes``: ``podman diff`` of the container against its image; for a pod, the paths
   whose inode change time is later than the pod's start, farm/sandbox/relayed/ctime_scan.py),
-  a trojan on the verifier's path: an executable of a system ``bin`` directory changed, an
+  a trojan on the verifier's path: an executable of a system ``bin`` directory (or of an
+  environment's under ``/opt``, where SWE-bench's conda environment lives) changed, an
   interpreter or shell added to one (a ``python3`` ahead of the real one on ``PATH``), or an
   import hook added to or changed in a system site-packages (a ``.pth``, ``sitecustomize.py``,
   ``usercustomize.py``, a ``conftest.py``) or under ``/etc/python*``, or a pytest configuration
@@ -35,6 +36,9 @@ SYSTEM_TAMPER = "system_tamper@verifier"
 # what test.sh scripts start by name: one of these added to a bin directory shadows the real one
 _SHADOWED = re.compile(r"^(?:python[0-9.]*|bash|sh|dash|env|uv|uvx)$")
 _SYSTEM_ROOTS = ("/usr/", "/lib/", "/lib64/", "/opt/", "/etc/python")
+# an environment's own bin directory under /opt (a conda environment or a venv): SWE-bench's
+# images run their tests from /opt/miniconda3/envs/testbed/bin, first on PATH
+_OPT_BIN = re.compile(r"^/opt/(?:[^/]+/)*bin$")
 _HOOK = re.compile(r"(?:\.pth|/sitecustomize\.py|/usercustomize\.py|/conftest\.py)$")
 # .pth files pip itself writes for an editable install or setuptools' own shim: not a hook
 _BENIGN_PTH = re.compile(r"/(?:__editable__[^/]*|distutils-precedence|easy-install)\.pth$")
@@ -63,7 +67,7 @@ def system_tamper(changes: Iterable[tuple[str, str]]) -> list[str]:
         if path in ROOT_TEST_CONFIG:
             out.append(path)
             continue
-        if parent in BIN_DIRS:
+        if parent in BIN_DIRS or _OPT_BIN.match(parent):
             if kind == "C" or _SHADOWED.match(name):
                 out.append(path)
             continue
