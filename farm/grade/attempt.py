@@ -40,6 +40,22 @@ def status_of(grade: GradeResult) -> str:
     return "infra_error" if not grade.valid else "resolved" if grade.resolved else "unresolved"
 
 
+# what a graded patch may not carry under strict (``grade.tamper_fails``): code that runs when
+# Python or pytest starts, or pytest's configuration, found in the captured patch by the hack
+# scan (farm/grade/hack_patch.py). The patch alone does it, graded fresh as much as in place, so
+# dual grading cannot catch it (SWE-bench's conftest.py); no gold patch of SWE-bench Verified's
+# 500 carries one (docs/integrity.md)
+PATCH_HOOKS = ("import_hook@patch", "test_config@patch")
+
+
+def strict_status(status: str, flags: list[str], cfg: FarmConfig) -> str:
+    """``status`` as strict grading records it: a resolved trial whose patch carries a start-up
+    hook or test configuration (``PATCH_HOOKS``) is unresolved under ``grade.tamper_fails``."""
+    if status == "resolved" and cfg.grade.tamper_fails and any(f in PATCH_HOOKS for f in flags):
+        return "unresolved"
+    return status
+
+
 def grading_mode(task: Task, cfg: FarmConfig, sandbox: Sandbox | None) -> str:
     """``in_place``, ``fresh`` or ``both`` for this task (``grade.mode=patch_both``: ``both`` for a
     patch-graded task, else in place): in place only when the agent's sandbox can be

@@ -22,7 +22,7 @@ from typing import Any
 from farm.agent.trajectory import Trajectory
 from farm.config import FarmConfig
 from farm.errors import FarmError
-from farm.grade.attempt import close_quietly, grade_attempt
+from farm.grade.attempt import close_quietly, grade_attempt, strict_status
 from farm.grade.hack_patch import task_test_files
 from farm.grade.hack_scan import scan_trial
 from farm.grade.harbor import home_tools
@@ -98,6 +98,9 @@ class _Attempt:
                                                      skip=skip, tests=task_test_files(self.task))]
             # what grading found before the verifier ran (farm/grade/tamper.py) stays
             row.hack_flags = scanned + [f for f in row.hack_flags if f.endswith("@verifier") and f not in scanned]
+            if strict_status(status, row.hack_flags, self.cfg) != status:
+                row.tamper_suspect = True  # the patch changes how the tests run: a suspect, as dual grading's
+                status = "unresolved"
         row.status = status
         row.error_class = error_class
         row.error = error

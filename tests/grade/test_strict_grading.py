@@ -32,3 +32,20 @@ def test_with_networks_replaces_only_what_is_set() -> None:
     assert (opened.agent_network, opened.verifier_network) == ("public", "no-network")
     both = with_networks(replace(task, agent_network="public", verifier_network="public"), "no-network", "no-network")
     assert (both.agent_network, both.verifier_network) == ("no-network", "no-network")
+
+
+@pytest.mark.parametrize("flags, strict, expected", [
+    (["test_config@patch"], True, "unresolved"),  # a conftest.py in the patch: SWE-bench's hole
+    (["import_hook@patch"], True, "unresolved"),  # a .pth / sitecustomize.py the patch adds
+    (["test_config@patch"], False, "resolved"),  # standard: flagged, out of the clean score only
+    (["test_config@3"], True, "resolved"),  # written by a tool call but not in the graded patch
+    (["test_edit@patch", "git_history@2"], True, "resolved"),
+])
+def test_strict_fails_a_patch_that_carries_a_start_up_hook_or_test_configuration(
+        flags: list[str], strict: bool, expected: str) -> None:
+    from farm.config.schema import STRICT_OVERRIDES
+    from farm.grade.attempt import strict_status
+
+    cfg = load_config(list(STRICT_OVERRIDES) if strict else [])
+    assert strict_status("resolved", flags, cfg) == expected
+    assert strict_status("unresolved", flags, cfg) == "unresolved"
