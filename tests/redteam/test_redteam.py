@@ -15,8 +15,8 @@ solution, whose server keeps running, must resolve unflagged.
 The same attack classes, adapted, run against the SWE-style grader (``swe``: the builtin
 patch-graded swe-utc-day-boundary) and PatchEval (``patcheval``: fix-run.sh in a fresh
 sandbox), each of which also keeps its own spoofing suite (tests/grade/test_spoofing_patch.py,
-tests/grade/test_spoofing_patcheval.py); the SWE-bench protocol grader needs ../shared
-instances and is not run here.
+tests/grade/test_spoofing_patcheval.py); the SWE-bench protocol grader's columns are in
+test_redteam_swebench.py.
 """
 
 from __future__ import annotations
@@ -199,12 +199,20 @@ def _check(row: dict[str, Any], attack: str, backend: str, record: Any, grader: 
     if attack in IMPORT_HOOKS:
         # the hack scan reads what the command writes (farm/grade/hack_writes.py)
         assert "import_hook" in rules, flags
-    if attack in TOUCH_VERIFIER_FILES and grader != "patcheval":
-        # found before in-place grading (farm/grade/tamper.py; PatchEval grades only fresh), kept
-        # past the hack scan, a tamper suspect
+    in_place = row["grading_mode"] != "fresh"  # fresh: nothing of the agent's sandbox is checked
+    if attack in TOUCH_VERIFIER_FILES and in_place and not (
+            grader.startswith("swebench") and attack == "fake_passed_output"):
+        # found before in-place grading (farm/grade/tamper.py; the SWE-bench column's fake output
+        # comes from the patched code, not the verifier's files), kept past the hack scan, a
+        # tamper suspect
         assert "verifier_files@verifier" in flags and row["tamper_suspect"] is True
-    if backend == "podman" and attack in SYSTEM_TROJANS:
+    elif attack in TOUCH_VERIFIER_FILES and attack != "fake_passed_output":
+        assert "verifier_files" in rules, flags  # graded fresh: the hack scan read the command
+    if backend == "podman" and attack in SYSTEM_TROJANS and in_place:
         assert "system_tamper@verifier" in flags, flags
+    if grader.startswith("swebench") and attack == "fake_passed_output":
+        # the pass lines the patched code prints after pytest's summary do not count
+        assert "test_log@verifier" in flags and row["tamper_suspect"] is True, flags
 
 
 # what the agent leaves in /logs/verifier (or in its place) before grading
