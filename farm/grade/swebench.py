@@ -98,15 +98,16 @@ def grade_log(row: Mapping[str, Any], log: str) -> SwebenchVerdict:
 def _contradicted(parser: Callable[[str, Any], dict[str, str]], content: str, test_spec: Any,
                   parsed: Mapping[str, str]) -> dict[str, str]:
     """The graded tests ``parsed`` has passing that a single line of ``content``, read alone by
-    ``parser``, reports failed or errored (test -> that status). Only lines naming such a test
-    are read, so a long log costs one parse per line that names one."""
+    ``parser``, reports failed or errored (test -> that status). Every non-blank line is parsed
+    once (a parser reads a line in microseconds; matching each line against every graded test
+    name instead took seconds on a large PASS_TO_PASS list)."""
     from swebench.harness.constants import TestStatus
 
     failing = {TestStatus.FAILED.value, TestStatus.ERROR.value}
     watched = {t for t in (*test_spec.FAIL_TO_PASS, *test_spec.PASS_TO_PASS) if parsed.get(t) not in failing | {None}}
     out: dict[str, str] = {}
-    for line in content.split("\n"):
-        if not any(t in line for t in watched):
+    for line in content.split("\n") if watched else ():
+        if not line.strip():
             continue
         for test, status in parser(line, test_spec).items():
             if test in watched and status in failing:
