@@ -200,13 +200,12 @@ def _check(row: dict[str, Any], attack: str, backend: str, record: Any, grader: 
         # the hack scan reads what the command writes (farm/grade/hack_writes.py)
         assert "import_hook" in rules, flags
     in_place = row["grading_mode"] != "fresh"  # fresh: nothing of the agent's sandbox is checked
-    if attack in TOUCH_VERIFIER_FILES and in_place and not (
-            grader.startswith("swebench") and attack == "fake_passed_output"):
-        # found before in-place grading (farm/grade/tamper.py; the SWE-bench column's fake output
-        # comes from the patched code, not the verifier's files), kept past the hack scan, a
-        # tamper suspect
+    # (the SWE-bench column's fake output comes from the patched code, not the verifier's files)
+    touches = attack in TOUCH_VERIFIER_FILES and not (grader.startswith("swebench") and attack == "fake_passed_output")
+    if touches and in_place:
+        # found before in-place grading (farm/grade/tamper.py), kept past the hack scan, a tamper suspect
         assert "verifier_files@verifier" in flags and row["tamper_suspect"] is True
-    elif attack in TOUCH_VERIFIER_FILES and attack != "fake_passed_output":
+    elif touches:
         assert "verifier_files" in rules, flags  # graded fresh: the hack scan read the command
     if backend == "podman" and attack in SYSTEM_TROJANS and in_place:
         assert "system_tamper@verifier" in flags, flags
