@@ -28,6 +28,7 @@ from farm.grade.hack_scan import scan_trial
 from farm.grade.harbor import home_tools
 from farm.grade.history import HistoryStripError, history_is_the_task, should_seal, should_strip, strip_history
 from farm.grade.patch import PatchError, capture_freeing_pids, head_commit, record_untracked_baseline
+from farm.run.attribution import AGENT, EXIT_REASONS, SANDBOX_LIMIT, attribute_loss, last_command, loss_message
 from farm.run.endpoint import host_port
 from farm.run.plan import TrialSpec
 from farm.run.rows import (
@@ -50,7 +51,7 @@ from farm.run.rows import (
 )
 from farm.run.serving_facts import ServingFacts
 from farm.run.starts import StartGate, default_gate
-from farm.sandbox.base import Sandbox, SandboxError, SandboxStartError
+from farm.sandbox.base import Sandbox, SandboxError, SandboxStartError, limit_events
 from farm.sandbox.registry import open_sandbox, refusal_reason
 from farm.store.schema import StepRow, TrialResult
 from farm.tasks.model import Task, with_networks
@@ -117,6 +118,9 @@ class _Attempt:
         for sb in self.used:
             for name, data in sb.stats.artifacts.items():
                 self.artifacts.setdefault(f"sandbox/{name}", data)
+        if self.used:  # the agent's sandbox: which of its limits the commands met (issue 40)
+            events = await limit_events(self.used[0])
+            row.sandbox_limits = events.hit() if events is not None else []
         cpu = [sb.stats.cpu_s for sb in self.used if sb.stats.cpu_s is not None]
         row.sandbox_cpu_s = sum(cpu) if cpu else None
         if self.used:
@@ -188,7 +192,17 @@ async def _conduct(att: _Attempt, factory: SandboxFactory, base_url: str) -> Tri
     if traj.exit_reason == "cancelled":
         raise asyncio.CancelledError()
     if traj.exit_reason in INFRA_EXIT_REASONS:
-        return att.finish("infra_error", agent_error_class(traj), traj.error)
+        cls = agent_error_class(traj)
+        if cls == SANDBOX_LOST:
+            verdict = attribute_loss(await limit_events(sandbox), row.agent_isolation)
+            row.loss_cause = verdict.cause
+            if verdict.cause == AGENT and verdict.limit is not None:
+                # the model's own failure: graded, counted, never retried
+                row.exit_reason = EXIT_REASONS[verdict.limit]
+                return att.finish("unresolved", f"{SANDBOX_LIMIT}:{verdict.limit}",
+                                  loss_message(verdict, traj.error, last_command(traj)))
+            return att.finish("infra_error", cls, f"{traj.error} (loss cause {verdict.cause}: {verdict.evidence})")
+        return att.finish("infra_error", cls, traj.error)
     if traj.exit_reason == "model_error":
         return att.finish("model_error", MODEL_ERROR, traj.error)
 

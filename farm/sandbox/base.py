@@ -155,6 +155,39 @@ class SandboxStats:
     artifacts: dict[str, bytes] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class LimitEvents:
+    """What the sandbox's own limits did during a trial, as its backend observed them (the
+    kernel's counters: a cgroup's pids.events and OOM kills, an engine's OOMKilled).
+
+    ``commands``: the limits the agent's commands met (``pids``, ``memory``, ``disk``);
+    ``agent``: those that reached the sandbox agent itself (its reserve spent, or the OOM killer
+    took it). A sandbox lost with either non-empty was lost by what ran inside it, the model's
+    doing (farm/run/attribution.py); ``evidence`` keeps the counters in words for the row."""
+
+    commands: tuple[str, ...] = ()
+    agent: tuple[str, ...] = ()
+    evidence: str = ""
+
+    def hit(self) -> list[str]:
+        """Every limit met, commands' or agent's, in a fixed order (memory, pids, disk)."""
+        return [name for name in LIMIT_NAMES if name in self.commands or name in self.agent]
+
+
+LIMIT_NAMES = ("memory", "pids", "disk")
+
+
+async def limit_events(sandbox: object) -> LimitEvents | None:
+    """``sandbox.limit_events()`` where the backend has it; None: it cannot tell."""
+    probe = getattr(sandbox, "limit_events", None)
+    if probe is None:
+        return None
+    try:
+        return await probe()
+    except Exception:  # noqa: BLE001 - evidence is best effort: no evidence is "cannot tell"
+        return None
+
+
 # Granted to the sandbox agent only (bwrap, docker/podman), to put the agent's commands in a PID
 # namespace of their own (inside/jail.py); every command drops them again before it starts.
 JAIL_CAPS = ("CAP_SYS_ADMIN", "CAP_SYS_CHROOT", "CAP_SETPCAP")

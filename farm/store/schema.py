@@ -75,8 +75,15 @@ class TrialResult:
     sandbox_cpu_s: float | None = None
     api_calls_start: int | None = None
     api_calls_after_start: int | None = None
-    # pid-namespace[+proc]: the agent's commands could not kill the sandbox agent; none: <why>
+    # pid-namespace[+proc][+cgroup]: the agent's commands could not kill the sandbox agent (+cgroup:
+    # nor starve it, their pids and memory limits below the sandbox's); none: <why>
     agent_isolation: str | None = None
+    # the sandbox limits the agent's commands met during the attempt (memory, pids, disk), as the
+    # backend's counters showed them (farm/sandbox/base.py LimitEvents); empty: none, or not known
+    sandbox_limits: list[str] = field(default_factory=list)
+    # a lost sandbox: whose it was (farm/run/attribution.py): agent (graded unresolved, exit reason
+    # sandbox_oom / sandbox_pids / sandbox_disk) | infrastructure | unknown (retried like infrastructure)
+    loss_cause: str | None = None
     # whose words the model saw (farm/agent/tools.py prompt_identity): farm | vendor (imported
     # with `farm leaf import`, unchanged) | custom; and the hashes of the prompt and tool list
     prompt_origin: str | None = None

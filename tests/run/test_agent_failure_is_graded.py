@@ -66,7 +66,7 @@ def test_a_command_that_kills_every_process_it_sees_leaves_a_graded_trial(
     rows = _run(tmp_path, turns)
     assert [(r["status"], r["attempt"]) for r in rows] == [(status, 1)], [r["error"] for r in rows]
     (row,) = rows
-    assert row["agent_isolation"] == "pid-namespace+proc"
+    assert row["agent_isolation"] == "pid-namespace+proc+cgroup"
     assert row["tool_calls"] == len(turns)
 
 
@@ -88,7 +88,7 @@ def test_a_fork_storm_that_fills_the_pids_limit_leaves_a_graded_trial(
     rows = _run(tmp_path, turns, pids=STORM_PIDS)
     assert [(r["status"], r["attempt"]) for r in rows] == [(status, 1)], [r["error"] for r in rows]
     (row,) = rows
-    assert row["agent_isolation"] == "pid-namespace+proc"
+    assert row["agent_isolation"] == "pid-namespace+proc+cgroup"
     # the row says that the agent's processes were killed to capture its patch, and how many
     assert row["error_class"] == CAPTURE_AFTER_KILL, row["error"]
     killed = re.search(r"killed (\d+) processes", row["error"] or "")

@@ -47,7 +47,7 @@ NO_SUBREAPER = "no-subreaper"  # exec's option: the command is no subreaper (the
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_LOWER = 3
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
-CAP_NUMBERS = {"CAP_SETPCAP": 8, "CAP_SYS_CHROOT": 18, "CAP_SYS_ADMIN": 21}
+CAP_NUMBERS = {"CAP_SETPCAP": 8, "CAP_IPC_LOCK": 14, "CAP_SYS_CHROOT": 18, "CAP_SYS_ADMIN": 21}
 CAP_VERSION_3 = 0x20080522
 
 
@@ -100,7 +100,7 @@ class Jail:
                 pass  # gone meanwhile
         return out
 
-    def kill(self, timeout_s=10.0):  # pragma: no mutate block (the agent's own process only)
+    def kill(self, timeout_s=10.0, thaw=None):  # pragma: no mutate block (the agent's own process only)
         """SIGKILL the init: the kernel then kills every process of the namespace at once, and
         no process in it can fork any more while it does (a storm that forks faster than a kill
         one by one cannot outrun it). Returns once the holder has exited (the namespace is gone
@@ -112,6 +112,8 @@ class Jail:
             os.kill(self.init_pid, signal.SIGKILL)  # from outside: an init is not immune to that
         except OSError:
             pass
+        if thaw is not None:  # the commands were frozen for the kill: they die once thawed
+            thaw()
         if self.holder is not None:
             try:
                 self.holder.wait(timeout_s)

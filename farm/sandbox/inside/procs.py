@@ -15,6 +15,9 @@ processes inherit; only a process that is both outside the tree and changed both
 Killing *all* the commands left (``kill_all``) ends their PID namespace at once where they have
 one (jail.py), whatever they did to their tree, session and environment.
 
+Where the backend put the commands in a cgroup of their own (contain.py), every process spawned
+here moves itself there before it execs.
+
 When the agent's commands have taken every pid of the sandbox (a fork storm), a command that
 cannot be started is an exec result (exit 126), not an error of the channel.
 """
@@ -32,11 +35,14 @@ import time
 import uuid
 
 if __package__:
-    from . import jail, verifier_ns
+    from . import contain, jail, verifier_ns
+    from .capture import Capture, _drain, fork_failed  # noqa: F401  (procs.Capture, procs.fork_failed: used by name)
     from .proctable import TAG_VAR, descendants, environ_tags, parent_pid, proc_pids, process_table
 else:  # run as a script inside a sandbox: server.py put this directory on sys.path
+    import contain
     import jail
     import verifier_ns
+    from capture import Capture, _drain, fork_failed  # noqa: F401
     from proctable import TAG_VAR, descendants, environ_tags, parent_pid, proc_pids, process_table
 
 DEFAULT_OUTPUT_CAP = 1 << 20
@@ -44,6 +50,8 @@ VERIFIER_RESULT_CAP = 40 << 20
 VERIFIER_NS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "verifier_ns.py")
 PR_SET_CHILD_SUBREAPER = 36
 KILL_ROUNDS = 200
+KILL_BUDGET_S = 5.0  # a timed-out command's kill one by one, before its whole jail is ended
+STORM_MEMBERS = 1024  # processes in the jail past which a timed-out command is a fork bomb
 READ_SIZE = 1 << 16
 
 
@@ -89,6 +97,10 @@ def _kill(pid, sig=signal.SIGKILL):
         pass
 
 
+class _OutOfTime(Exception):
+    """A kill one by one ran past its budget (``Processes.kill_command``)."""
+
+
 class Processes:
     """Starts commands, remembers direct children, reaps orphans re-parented to us.
 
@@ -105,6 +117,7 @@ class Processes:
         self.jail = None  # jail.Jail once the agent's process made one (start_jail)
         self._jail_requests = None  # the jailer thread's queue, once there is a jail
         self.isolation = "none"
+        self.contained = contain.Containment.from_environment()
         if reap:
             self.start_reaping()
 
@@ -113,6 +126,8 @@ class Processes:
         made, why = jail.start()
         self.jail = made
         self.isolation = made.describe() if made else "none: " + why
+        if self.contained.fds:  # the commands' own limits (local/cgroups.py): they cannot starve the agent
+            self.isolation += "+cgroup" if made else " (commands in a cgroup of their own)"
         if made is None and why and not why.startswith("not requested"):
             log("commands are not isolated from the agent: " + why)
         if made is not None:
@@ -165,6 +180,7 @@ class Processes:
         preexec = set_subreaper if _PRCTL is not None and subreaper else None
         if umask is not None:  # Popen's own umask= is Python >= 3.9; the launcher passes it on
             preexec = _with_umask(preexec, int(umask))
+        preexec = self.contained.joining(preexec)
         with self.jail_lock, self.lock:
             launcher = self.jail is not None and jailed
             if launcher:
@@ -197,17 +213,22 @@ class Processes:
             except Exception as e:  # never let the reaper die silently
                 log("reaper: %r" % e)
 
-    def members(self, top, tag):
-        """Live processes of the command whose shell is ``top`` (``top`` itself excluded)."""
+    def members(self, top, tag, deadline=None):
+        """Live processes of the command whose shell is ``top`` (``top`` itself excluded).
+
+        Raises _OutOfTime past ``deadline``: one scan of thousands of processes' environments
+        can itself take seconds."""
         table = process_table()
         found = descendants(top, table)
         for pid, (_, _, pgrp, session) in table.items():
+            if deadline is not None and time.monotonic() > deadline:
+                raise _OutOfTime()
             if session == top or pgrp == top or (pid not in found and tag in environ_tags(pid)):
                 found.add(pid)
         found.discard(top)
         return found - self._protected()
 
-    def freeze(self, top, tag):
+    def freeze(self, top, tag, deadline=None):
         """SIGSTOP the command's shell and all its processes until no unstopped one is left.
 
         Killed one by one, a shell would see its child die and run its next command (``sleep 5;
@@ -215,7 +236,9 @@ class Processes:
         _kill(top, signal.SIGSTOP)
         stopped = set()
         for _ in range(KILL_ROUNDS):
-            pids = self.members(top, tag) - stopped
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            pids = self.members(top, tag, deadline) - stopped
             if not pids:
                 break
             for pid in pids:
@@ -223,13 +246,24 @@ class Processes:
             stopped |= pids
         return stopped
 
-    def kill_command(self, top, tag):
+    def kill_command(self, top, tag, budget_s=None):
         """SIGKILL everything the command started, then its shell; True when nothing is left.
 
         Everything is stopped first (see ``freeze``); the shell is killed last: while it lives it
-        is the subreaper of all it started, so nothing can leave its tree during the kill."""
+        is the subreaper of all it started, so nothing can leave its tree during the kill.
+        ``budget_s``: give up after that long (a fork bomb of thousands of processes, each round
+        a scan of them all, can take minutes one by one: ``end_command`` then ends the jail)."""
+        deadline = None if budget_s is None else time.monotonic() + budget_s
+        try:
+            return self._kill_command(top, tag, deadline)
+        except _OutOfTime:
+            return False
+
+    def _kill_command(self, top, tag, deadline):
         for _ in range(KILL_ROUNDS):
-            pids = self.freeze(top, tag)
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            pids = self.freeze(top, tag, deadline)
             if not pids:
                 break
             for pid in pids:
@@ -242,9 +276,11 @@ class Processes:
         _kill(top)
         # what re-parented away from the dying shell is found by its session or tag
         for _ in range(KILL_ROUNDS):
-            pids = self.members(top, tag)
+            pids = self.members(top, tag, deadline)
             if not pids:
                 return True
+            if deadline is not None and time.monotonic() > deadline:
+                return False
             for pid in pids:
                 _kill(pid, signal.SIGSTOP)
             for pid in pids:
@@ -253,23 +289,53 @@ class Processes:
             self.reap_orphans()
         return False
 
+    def end_command(self, top, tag):
+        """Kill a timed-out command; None, or the note its result carries when that took ending
+        the whole jail: a fork bomb (more than ``STORM_MEMBERS`` processes in the jail, counted
+        cheaply by namespace: a kill one by one scans every process's environment each round,
+        and under the memory pressure of thousands of shells a scan alone takes seconds), or
+        processes that outran a kill one by one within ``KILL_BUDGET_S``. The kernel then ends
+        every process of the namespace at once: what earlier commands left running goes too."""
+        # every command stops at once first (cgroups.py's freezer): while thousands of processes
+        # fork and die, even one listdir of /proc can take seconds
+        self.contained.freeze(True)
+        try:
+            seen = sum(1 for _ in proc_pids()) if self.jail is not None else 0  # one listdir
+        finally:
+            self.contained.freeze(False)
+        storm = seen > STORM_MEMBERS
+        if not storm and (self.kill_command(top, tag, KILL_BUDGET_S) or self.jail is None):
+            return None
+        killed = self.kill_jail(restart=True, held=seen if storm else None, frozen=storm)
+        return ("farm: the command's processes multiplied faster than they could be killed one by one; "
+                "all %d processes of the agent's commands were killed, including any an earlier command "
+                "left running\n" % killed)
+
     def kill_everything(self):  # pragma: no mutate block
         """SIGKILL every process below this one and every one carrying one of our tags."""
         return self.kill_all(restart_jail=False)[0]
 
-    def kill_jail(self, restart=True):  # pragma: no mutate block (the agent's own process only)
+    def kill_jail(self, restart=True, held=None, frozen=False):  # pragma: no mutate block (the agent only)
         """Kill the commands' namespace, all of it at once, if anything runs in it; then make a
-        fresh one for later commands (``restart``). Returns how many processes it held."""
+        fresh one for later commands (``restart``). Returns how many processes it held.
+
+        ``held``: that count, known already (a fork bomb: the scan by namespace, one readlink a
+        process while thousands are born and die, can take longer than the kill)."""
         # no command is spawned into the dying namespace meanwhile; the reaper (self.lock) goes
         # on: the kernel waits for the namespace's zombies to be reaped before the init is gone
         with self.jail_lock:
             old = self.jail
             if old is None:
                 return 0
-            members = old.members()
+            members = old.members() if held is None else range(held)
             if not members:
                 return 0  # an idle jail stays: nothing to kill, nothing to restart
-            old.kill()
+            # ``frozen``: the storm stops while the init's SIGKILL lands (no fork in the namespace
+            # succeeds after it), and thaws so that its processes can take their own SIGKILLs
+            if frozen and self.contained.freeze(True):
+                old.kill(thaw=lambda: self.contained.freeze(False))
+            else:
+                old.kill()
             self.jail = None
             if not restart:
                 return len(members)
@@ -305,68 +371,7 @@ class Processes:
         return False, in_jail + len(killed)
 
 
-# --- output capture ------------------------------------------------------------------------
-
-
-class Capture:
-    """Keeps the first and last cap/2 bytes of a stream and counts the rest."""
-
-    def __init__(self, cap):
-        self.cap = max(0, int(cap))
-        self.head_cap = self.cap // 2
-        self.tail_cap = self.cap - self.head_cap
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, data):
-        self.total += len(data)
-        room = self.head_cap - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data and self.tail_cap:
-            self.tail += data
-            if len(self.tail) > self.tail_cap:
-                del self.tail[: len(self.tail) - self.tail_cap]
-
-    @property
-    def truncated(self):
-        return self.total > self.cap
-
-    def text(self):
-        if not self.truncated:
-            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace")
-        dropped = self.total - len(self.head) - len(self.tail)
-        head = bytes(self.head).decode("utf-8", "replace")
-        tail = bytes(self.tail).decode("utf-8", "replace")
-        sep = "" if head.endswith("\n") or not head else "\n"
-        return "%s%s[... %d bytes truncated ...]\n%s" % (head, sep, dropped, tail)
-
-
 # --- running one command -------------------------------------------------------------------
-
-
-def _drain(sel):
-    """Take what killed processes left in the pipes, without waiting for a straggler that may
-    still hold them open."""
-    for key in list(sel.get_map().values()):
-        os.set_blocking(key.fd, False)
-        try:
-            while True:
-                data = os.read(key.fd, READ_SIZE)
-                if not data:
-                    break
-                key.data.feed(data)
-        except (BlockingIOError, OSError):
-            pass
-
-
-def fork_failed(e, started):
-    """The exec result of a command that could not be started for want of a process."""
-    msg = "farm: cannot start the command: %s (the sandbox's process limit is reached)\n" % (e.strerror or e)
-    return {"exit_code": 126, "stdout": "", "stderr": msg, "timed_out": False,
-            "duration_s": round(time.monotonic() - started, 6), "truncated": False, "output_bytes": len(msg)}
 
 
 def run_command(procs, command, timeout_s=120.0, cwd=None, env=None, merge_stderr=False,
@@ -418,6 +423,7 @@ def run_command(procs, command, timeout_s=120.0, cwd=None, env=None, merge_stder
     # the private verifier's stderr is one result line holding its /logs/verifier files
     err = Capture(max(output_cap, VERIFIER_RESULT_CAP) if private_verifier else output_cap)
     timed_out = False
+    note = None
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, out)
     if proc.stderr is not None:
@@ -440,7 +446,7 @@ def run_command(procs, command, timeout_s=120.0, cwd=None, env=None, merge_stder
             except subprocess.TimeoutExpired:
                 timed_out = True
         if timed_out:
-            procs.kill_command(proc.pid, tag)
+            note = procs.end_command(proc.pid, tag)
             proc.wait()
             # what it started was re-parented to us as the shell died: reap it now, or until the
             # reaper's next round `kill -0` still finds it (a zombie) where no jail's init reaps
@@ -463,7 +469,7 @@ def run_command(procs, command, timeout_s=120.0, cwd=None, env=None, merge_stder
     result = {
         "exit_code": code,
         "stdout": out.text(),
-        "stderr": err.text(),
+        "stderr": err.text() + (note or ""),
         "timed_out": timed_out,
         "duration_s": round(time.monotonic() - started, 6),
         "truncated": out.truncated or err.truncated,

@@ -27,9 +27,10 @@ import traceback
 # Run as a script (inside a sandbox, under -I) the directory of this file is not on sys.path;
 # imported as farm.sandbox.inside.server (the host, tests) the package provides it.
 if __package__:
-    from . import procs
+    from . import contain, procs
 else:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import contain
     import procs
 
 REMEMBERED_RESPONSES = 1024
@@ -289,6 +290,7 @@ def main():  # pragma: no mutate block (the agent's own process only)
     inp, out = _private_stdio()
     sys.stdout = sys.stderr
     agent = Agent(out)
+    contain.pin_memory()
     agent.procs.start_jail()  # before any request thread exists or forks
     while True:
         line = inp.readline()

@@ -4,6 +4,16 @@ Used where the kernel lets us (root on this machine): a group per sandbox with m
 and CPU quota from the task's resources, and the CPU seconds it used read back on close. When
 cgroups are not writable, ``CgroupLimits.create`` raises ``CgroupUnavailable`` and the sandbox
 runs without limits (and says so in its stats).
+
+Inside each sandbox group a child group, ``commands``, holds every process the agent's commands
+start, with the sandbox's limits less a reserve kept for the sandbox agent (issue 40): a fork
+bomb fills the commands' pids and a memory blow-up meets the OOM killer there, while the agent
+still has pids to spawn the next command and memory to answer. The agent moves each command
+into it through descriptors opened here (``command_fds``): writing ``0`` to a ``cgroup.procs``
+moves the writer, and needs nothing more than the open descriptor, so the sandbox needs no view
+of /sys/fs/cgroup. What the limits did is read back as ``LimitEvents`` (how often the commands
+met their pids limit, how many of their processes the OOM killer took, and the same for the
+agent's group), the evidence a trial row keeps to say whose the failure was.
 """
 
 from __future__ import annotations
@@ -15,12 +25,28 @@ import signal
 import time
 from pathlib import Path
 
+from farm.sandbox.base import LimitEvents
+from farm.sandbox.inside.contain import CGROUP_ENV, FREEZER_ENV
 from farm.tasks.model import Resources
 
 log = logging.getLogger(__name__)
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CPU_PERIOD_US = 100_000
+COMMANDS = "commands"  # the child group of the agent's commands
+# what the sandbox agent keeps for itself (its threads, the jail's two helpers, a launcher per
+# running command; ~60 MiB resident): an eighth of the limit, capped
+AGENT_PIDS_RESERVE = 64
+AGENT_MEMORY_RESERVE_MB = 192
+COMMANDS_CPU_SHARES = 2
+
+
+def command_limits(res: Resources) -> tuple[int, int]:
+    """(memory MiB, pids) for the commands' group: the sandbox's limits less the agent's reserve
+    (0: no limit, as in ``res``)."""
+    memory = max(res.memory_mb - min(AGENT_MEMORY_RESERVE_MB, res.memory_mb // 8), 1) if res.memory_mb > 0 else 0
+    pids = max(res.pids - min(AGENT_PIDS_RESERVE, res.pids // 8), 1) if res.pids > 0 else 0
+    return memory, pids
 
 
 class CgroupUnavailable(Exception):
@@ -44,8 +70,12 @@ class CgroupLimits:
     every ``cgroup.procs``), so nothing in the sandbox ever runs outside them.
     """
 
-    def __init__(self, dirs: list[Path], applied: list[str], cpu_usage: tuple[Path, str] | None, version: int) -> None:
-        self.dirs = dirs
+    def __init__(self, dirs: list[Path], applied: list[str], cpu_usage: tuple[Path, str] | None, version: int,
+                 command_dirs: list[Path] | None = None) -> None:
+        # every group, sandbox groups before their commands' child groups (removal goes backwards)
+        self.dirs = dirs + [d for d in command_dirs or [] if d not in dirs]
+        self.sandbox_dirs = dirs
+        self.command_dirs = list(command_dirs or [])
         self.applied = applied
         self.cpu_usage = cpu_usage
         self.version = version
@@ -70,11 +100,12 @@ class CgroupLimits:
     @classmethod
     def _create_v1(cls, name: str, res: Resources, own: dict[str, str]) -> CgroupLimits:
         dirs: list[Path] = []
+        commands: list[Path] = []
         applied: list[str] = []
         cpu_usage = None
         seen: set[Path] = set()
         try:
-            for ctrl in ("memory", "pids", "cpu", "cpuacct"):
+            for ctrl in ("memory", "pids", "cpu", "cpuacct", "freezer"):
                 mount = CGROUP_ROOT / ctrl
                 if ctrl not in own or not (mount / "cgroup.procs").exists():
                     continue
@@ -96,12 +127,31 @@ class CgroupLimits:
                     applied.append(f"cpus={res.cpus:g}")
                 if (d / "cpuacct.usage").exists():
                     cpu_usage = (d / "cpuacct.usage", "ns")
+                if ctrl in ("memory", "pids", "freezer") or (d / "cpu.shares").exists():
+                    commands.append(cls._commands_v1(d, ctrl, res))
             if not dirs:
                 raise OSError("no memory/pids/cpu controller mounted")
         except OSError:
-            cls(dirs, applied, None, 1).remove()
+            cls(dirs, applied, None, 1, commands).remove()
             raise
-        return cls(dirs, applied, cpu_usage, 1)
+        if commands:
+            applied.append("commands contained")
+        return cls(dirs, applied, cpu_usage, 1, commands)
+
+    @staticmethod
+    def _commands_v1(parent: Path, ctrl: str, res: Resources) -> Path:
+        memory_mb, pids = command_limits(res)
+        d = parent / COMMANDS
+        d.mkdir()
+        if ctrl == "memory" and memory_mb > 0:
+            (d / "memory.limit_in_bytes").write_text(str(memory_mb << 20))
+        if ctrl == "pids" and pids > 0:
+            (d / "pids.max").write_text(str(pids))
+        if (d / "cpu.shares").exists():
+            # the kernel's least weight: under the sandbox's CPU quota the agent's own threads
+            # run before any command, so a command that spins on every core cannot starve it
+            (d / "cpu.shares").write_text(str(COMMANDS_CPU_SHARES))
+        return d
 
     @classmethod
     def _create_v2(cls, name: str, res: Resources, parent: Path) -> CgroupLimits:
@@ -134,8 +184,66 @@ class CgroupLimits:
         return f"cgroup v{self.version}: " + (", ".join(self.applied) or "accounting only")
 
     def wrap(self, argv: list[str]) -> list[str]:
-        joins = " && ".join(f"echo $$ > {shlex.quote(str(d / 'cgroup.procs'))}" for d in self.dirs)
+        joins = " && ".join(f"echo $$ > {shlex.quote(str(d / 'cgroup.procs'))}" for d in self.sandbox_dirs)
         return ["/bin/sh", "-c", f'{joins} && exec "$@"', "farm-sandbox"] + argv
+
+    def command_fds(self) -> list[int]:
+        """Write-only descriptors of the commands' ``cgroup.procs`` files, for the sandbox agent
+        (inherited through bwrap; the caller closes its own copies once bwrap started)."""
+        fds: list[int] = []
+        try:
+            for d in self.command_dirs:
+                fds.append(os.open(d / "cgroup.procs", os.O_WRONLY))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
+
+    def freezer_fd(self) -> int | None:
+        """A write-only descriptor of the commands' ``freezer.state`` (None: no freezer): the
+        agent stops every command at once with it before it ends a fork bomb (procs.py)."""
+        for d in self.command_dirs:
+            if (d / "freezer.state").exists():
+                return os.open(d / "freezer.state", os.O_WRONLY)
+        return None
+
+    def hand_over(self) -> tuple[list[int], dict[str, str]]:
+        """What the sandbox agent gets (inside/contain.py): the descriptors to pass to bwrap
+        (the caller closes its copies once bwrap started) and the environment naming them."""
+        fds = self.command_fds()
+        env = {CGROUP_ENV: ",".join(map(str, fds))}
+        freezer = self.freezer_fd()
+        if freezer is not None:
+            fds.append(freezer)
+            env[FREEZER_ENV] = str(freezer)
+        return fds, env
+
+    def events(self) -> LimitEvents:
+        """The kernel's counters of what the limits did (zero where a file is missing)."""
+        def count(d: Path | None, name: str, key: str) -> int:
+            if d is None:
+                return 0
+            try:
+                for line in (d / name).read_text().splitlines():
+                    k, _, v = line.partition(" ")
+                    if k == key:
+                        return int(v)
+            except (OSError, ValueError):
+                pass
+            return 0
+
+        def find(dirs: list[Path], ctrl_file: str) -> Path | None:
+            return next((d for d in dirs if (d / ctrl_file).exists()), None)
+
+        cmd_pids, cmd_mem = find(self.command_dirs, "pids.max"), find(self.command_dirs, "memory.oom_control")
+        box_pids, box_mem = find(self.sandbox_dirs, "pids.max"), find(self.sandbox_dirs, "memory.oom_control")
+        counts = {"commands": (count(cmd_pids, "pids.events", "max"), count(cmd_mem, "memory.oom_control", "oom_kill")),
+                  "agent": (count(box_pids, "pids.events", "max"), count(box_mem, "memory.oom_control", "oom_kill"))}
+        hit = {who: tuple(name for name, n in (("memory", oom), ("pids", forks)) if n)
+               for who, (forks, oom) in counts.items()}
+        evidence = "; ".join(f"{who}: pids limit met {forks}x, OOM kills {oom}" for who, (forks, oom) in counts.items())
+        return LimitEvents(commands=hit["commands"], agent=hit["agent"], evidence=f"cgroup v{self.version} {evidence}")
 
     def cpu_seconds(self) -> float | None:
         if self.cpu_usage is None:

@@ -36,6 +36,7 @@ from farm.sandbox.base import (
     JAIL_ENV,
     Capabilities,
     GcReport,
+    LimitEvents,
     SandboxClosedError,
     SandboxError,
     SandboxStartError,
@@ -66,6 +67,9 @@ LOG_SUBDIRS = ("verifier", "agent", "artifacts")
 # shared), MKNOD (device nodes on a host-backed bind) and the audit/fcap/chroot extras.
 KEEP_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID", "CAP_SETUID",
              "CAP_NET_BIND_SERVICE")
+# the agent's own, which every command drops (inside/jail.py): the jail's, and IPC_LOCK to pin
+# the agent's pages against the commands' memory thrash (inside/contain.py pin_memory)
+AGENT_CAPS = JAIL_CAPS + ("CAP_IPC_LOCK",)
 PING_TIMEOUT_S = 30.0
 OWNER_FILE = "bwrap.pid"  # "<pid> <start time>" of the sandbox's bwrap, for gc_local
 _GC_DONE: set[str] = set()  # root dirs this process already collected
@@ -144,9 +148,9 @@ def bwrap_argv(
     if info_fd is not None:
         argv += ["--info-fd", str(info_fd)]
     argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    for cap in KEEP_CAPS + JAIL_CAPS:
+    for cap in KEEP_CAPS + AGENT_CAPS:
         argv += ["--cap-add", cap]
-    argv += ["--setenv", JAIL_ENV, ",".join(JAIL_CAPS)]
+    argv += ["--setenv", JAIL_ENV, ",".join(AGENT_CAPS)]
     argv += ["--remount-ro", "/", "--chdir", workdir, "--", python, "-I", "-S", f"{AGENT_MOUNT}/server.py"]
     return argv
 
@@ -204,6 +208,7 @@ class LocalSandbox(ChannelSandboxMixin):
         self.proc: asyncio.subprocess.Process | None = None
         self.channel: Channel | None = None
         self._cgroups: CgroupLimits | None = None
+        self._last_events: LimitEvents | None = None  # read just before the groups are removed
         self._workdir = task.environment.workdir or "/"
         self._env: dict[str, str] = {}
         self._started = False
@@ -303,29 +308,36 @@ class LocalSandbox(ChannelSandboxMixin):
         argv = bwrap_argv(fs, tops, first_workdir, self.network, "sandbox", own_netns=net is not None or None,
                           resolv_conf=net.resolv_conf if net else None, info_fd=net.info_fd if net else None,
                           python_env=pyenv)
+        env, cgroup_fds = base_env, []
         if self.limits:
             try:
                 self._cgroups = CgroupLimits.create(self.staging.name, self.task.environment.resources)
                 self.stats.extra["limits"] = self._cgroups.describe()
                 (self.staging / CGROUPS_FILE).write_text("".join(f"{d}\n" for d in self._cgroups.dirs))
                 argv = self._cgroups.wrap(argv)
+                cgroup_fds, handed = self._cgroups.hand_over()
+                env = {**base_env, **handed}
             except CgroupUnavailable as e:
                 self.stats.extra["limits"] = f"unavailable: {e}"
         else:
             self.stats.extra["limits"] = "disabled"
         self._stderr_path = self.staging / "agent.stderr"
-        with open(self._stderr_path, "wb") as err:
-            self.proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=err,
-                env=base_env,
-                cwd="/",  # bwrap keeps its own start directory in PWD: nothing of the host's
-                start_new_session=True,
-                limit=LINE_LIMIT,
-                pass_fds=(net.info_fd,) if net else (),
-            )
+        try:
+            with open(self._stderr_path, "wb") as err:
+                self.proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=err,
+                    env=env,
+                    cwd="/",  # bwrap keeps its own start directory in PWD: nothing of the host's
+                    start_new_session=True,
+                    limit=LINE_LIMIT,
+                    pass_fds=((net.info_fd,) if net else ()) + tuple(cgroup_fds),
+                )
+        finally:
+            for fd in cgroup_fds:  # the sandbox holds its own copies now
+                os.close(fd)
         if net:
             net.spawned()
         (self.staging / OWNER_FILE).write_text(f"{self.proc.pid} {_start_time(self.proc.pid)}\n")
@@ -391,9 +403,17 @@ class LocalSandbox(ChannelSandboxMixin):
             await self._net.close()
         if self._cgroups is not None:
             self.stats.cpu_s = self._cgroups.cpu_seconds()
+            self._last_events = self._cgroups.events()
             await asyncio.to_thread(self._cgroups.remove)
         if self.staging is not None:
             await asyncio.to_thread(_rmtree, self.staging)
+
+    async def limit_events(self) -> LimitEvents | None:
+        """What the sandbox's cgroups did (cgroups.py), also once it is lost or closed; None
+        where it ran without them."""
+        if self._cgroups is None:
+            return None
+        return self._last_events if self._last_events is not None else self._cgroups.events()
 
     # --- operations -------------------------------------------------------------------------
 
