@@ -68,6 +68,15 @@ def test_the_230_published_records_load_joined_with_the_agent_dataset() -> None:
         assert not any(url in task.instruction for url in record["patch_url"])
 
 
+def test_farm_validate_show_counts_the_records_per_language(capsys: pytest.CaptureFixture[str]) -> None:
+    from farm.cli import main
+
+    assert main(["validate", "--show", "benchmark=patcheval", f"benchmark.path={_published()}"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "base / patch_eval_verified:" in out  # the budgets --show prints, for this benchmark
+    assert "benchmark 'patch_eval_verified': 230 tasks (Go 83, JavaScript 77, Python 70);" in out
+
+
 def test_selection_reads_the_selected_records_only() -> None:
     published = _published()
     some = [r["cve_id"] for r in _agent_rows(published)[:2]]
