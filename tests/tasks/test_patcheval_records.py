@@ -160,3 +160,17 @@ def test_without_the_agent_dataset_the_records_load_alone(tmp_path: Path) -> Non
     loaded = _load(copy)
     assert len(loaded.tasks) == 230 and loaded.report.failures == []
     assert all("work_dir" not in t.metadata and "problem_statement" not in t.metadata for t in loaded.tasks)
+
+
+def test_a_patcheval_checkout_joins_the_agent_dataset_where_upstream_keeps_it(tmp_path: Path) -> None:
+    published = _published()
+    datasets = tmp_path / "PatchEval" / "patcheval" / "datasets"
+    agent = tmp_path / "PatchEval" / "exp_agent" / "sweagent"
+    datasets.mkdir(parents=True)
+    agent.mkdir(parents=True)
+    shutil.copy(published / RECORDS, datasets / RECORDS)
+    shutil.copy(published / AGENT, agent / "dataset.jsonl")
+    loaded = _load(datasets)
+    assert len(loaded.tasks) == 230 and loaded.report.failures == []
+    work_dirs = {r["cve_id"]: r["work_dir"] for r in _agent_rows(published)}
+    assert {t.task_id: t.metadata["work_dir"] for t in loaded.tasks} == work_dirs
