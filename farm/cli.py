@@ -170,7 +170,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from farm.errors import UnsupportedTaskError
     from farm.sandbox.registry import check_environment, check_task
     from farm.tasks.benchmark import load_benchmark_report
-    from farm.tasks.cli import print_report
+    from farm.tasks.cli import by_language, print_report
 
     cfg = _cfg(args)
     require_endpoint(cfg)  # what `farm run` would refuse, `farm validate` refuses too
@@ -193,8 +193,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
             check_task(task, cfg.sandbox)
         except UnsupportedTaskError as exc:
             refused.setdefault(exc.reason, []).append(task.task_id)
-    console.print(f"config ok (hash {config_hash(cfg)}); benchmark {cfg.benchmark.name!r}: {len(tasks)} tasks; "
-                  f"sandbox.backend={cfg.sandbox.backend}: {len(tasks) - sum(map(len, refused.values()))} runnable")
+    runnable = len(tasks) - sum(map(len, refused.values()))
+    console.print(f"config ok (hash {config_hash(cfg)}); benchmark {cfg.benchmark.name!r}: {len(tasks)} tasks"
+                  f"{by_language(tasks)}; sandbox.backend={cfg.sandbox.backend}: {runnable} runnable")
     for reason, ids in sorted(refused.items()):
         shown = ", ".join(ids[:5]) + (f", ... ({len(ids)} in all)" if len(ids) > 5 else "")
         console.print(f"  not runnable (task_unsupported:{reason}): {shown}")
@@ -276,7 +277,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     import json
 
     from farm.forecast.cli import print_forecast
-    from farm.forecast.model import forecast, load_pilot, load_plan_spec
+    from farm.forecast.model import forecast, load_plan_spec
+    from farm.forecast.pilot import load_pilot
     from farm.store.results import ResultStore
 
     spec = load_plan_spec(args.plan, list(args.overrides))

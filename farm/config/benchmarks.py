@@ -19,7 +19,7 @@ BENCHMARK_NAMES: tuple[str, ...] = (
 # the claims (conf/claims/frognano.yaml) call the Terminal-Bench benchmark terminal_bench_2; it
 # was measured on the verified set
 ALIASES = {"terminal_bench_2": "terminal_bench_2_verified", "tb2": "terminal_bench_2_verified",
-           "patcheval_verified": "patch_eval_verified"}
+           "patcheval_verified": "patch_eval_verified", "patcheval": "patch_eval_verified"}
 
 
 def source_key(name: str) -> str | None:

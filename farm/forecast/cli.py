@@ -38,8 +38,9 @@ HEAD = ["seeds", "max_in_flight", "trials", "wall time", "GPU-h", "pod-h", "Mtok
 def print_forecast(fc: Forecast, console: Console) -> None:
     b = fc.base
     src = f"pilot run {fc.pilot}" if fc.pilot else "stated workload (no pilot)"
+    tasks = ", ".join(f"{bench} {n}" for bench, n in fc.assumptions.get("tasks", {}).items())
     console.print(f"[bold]farm plan[/] from {src}: {b.trials} trials, {b.seeds} seeds, max_in_flight "
-                  f"{b.max_in_flight}", highlight=False)
+                  f"{b.max_in_flight}; tasks per benchmark: {tasks}", highlight=False, soft_wrap=True)
     t = Table(show_header=False)
     t.add_column("what")
     t.add_column("forecast")

@@ -1,7 +1,11 @@
 """PatchEval Verified grading: the agent's patch, a fresh container, ``bash fix-run.sh``.
 
 Resolved iff fix-run.sh exits 0: the Verified grader runs only the PoC script, with no
-prepare.sh and no separate unit-test step. The patch is applied in a *fresh*
+prepare.sh and no separate unit-test step. As the benchmark's evaluator does it
+(``run_evaluation.py``): the candidate at /workspace/fix.patch, ending in a newline (an empty
+one is a lone newline), then ``bash -lc 'cd /workspace && bash fix-run.sh'`` under the task's
+600 s. The login shell matters: it reads the image's /etc/profile, where an image may put its
+toolchain on PATH. The patch is applied in a *fresh*
 sandbox from the same image because the agent's sandbox had the grader's payload removed
 (``prepare_workspace``) and may have been tampered with.
 
@@ -25,7 +29,7 @@ from farm.tasks.model import Task
 from farm.tasks.patcheval import WORKSPACE, repo_candidates
 
 FIX_PATCH = f"{WORKSPACE}/fix.patch"
-GRADE_COMMAND = f"cd {WORKSPACE} && bash fix-run.sh"
+GRADE_COMMAND = f"bash -lc 'cd {WORKSPACE} && bash fix-run.sh'"
 
 
 @dataclass
@@ -70,17 +74,25 @@ async def prepare_workspace(sandbox: Sandbox, task: Task) -> str:
 
 _APPLY = re.compile(r"patch does not apply|corrupt patch|patch failed|can't find file to patch", re.I)
 _COMPILE = re.compile(r"SyntaxError|IndentationError|TypeError: |^\S+\.go:\d+:\d+:", re.M)
+# the evaluator's own rules per language (run_evaluation.py ``_error_type``)
+_COMPILE_BY_LANGUAGE = {
+    "Python": re.compile(r"SyntaxError|IndentationError"),
+    "JavaScript": re.compile(r"SyntaxError|TypeError"),
+    "Go": re.compile(r"^.*\.go:\d+:\d+: ", re.M),
+}
 
 
-def failure_type(output: str, exit_code: int, timed_out: bool = False) -> str | None:
-    """PatchEval's own heuristic over the grader's log."""
+def failure_type(output: str, exit_code: int, timed_out: bool = False, language: str | None = None) -> str | None:
+    """PatchEval's own heuristic over the grader's log: with the task's ``language``, the
+    evaluator's rule for it; without, any language's (farm's made tasks carry none)."""
     if timed_out:
         return "timeout"
     if exit_code == 0:
         return None
     if _APPLY.search(output):
         return "apply_fail"
-    if _COMPILE.search(output) and "panic:" not in output:
+    compile_error = _COMPILE_BY_LANGUAGE.get(language or "", _COMPILE)
+    if compile_error.search(output) and not (language in (None, "Go") and "panic:" in output):
         return "compilation_fail"
     return "validation_fail"
 
@@ -151,7 +163,9 @@ async def screen_patch(sandbox: Sandbox, repo: str, patch: str) -> tuple[str, li
 
 
 def with_trailing_newline(patch: str) -> str:
-    return patch if patch.endswith("\n") or not patch else patch + "\n"
+    """As the evaluator writes it: a newline added where the patch does not end in one (so an
+    empty patch is a lone newline, which git apply refuses as it refuses nothing)."""
+    return patch if patch.endswith("\n") else patch + "\n"
 
 
 async def grade(
@@ -178,6 +192,8 @@ async def grade(
     ok = res.exit_code == 0 and not res.timed_out
     return PatchEvalVerdict(
         resolved=ok, reward=1.0 if ok else 0.0, exit_code=res.exit_code, timed_out=res.timed_out,
-        output=res.output, failure_type=failure_type(res.output, res.exit_code, res.timed_out),
+        output=res.output,
+        failure_type=failure_type(res.output, res.exit_code, res.timed_out, str(task.metadata.get("language") or "")
+                                  or None),
         verify_s=time.monotonic() - t0,
     )

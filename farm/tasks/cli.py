@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,13 @@ def task_row(t: Task) -> dict[str, Any]:
         "path": str(t.path) if t.path else None,
         "dockerfile": str(t.environment.dockerfile) if t.environment.dockerfile else None,
     }
+
+
+def by_language(tasks: list[Task]) -> str:
+    """`` (Go 83, JavaScript 77, Python 70)`` where tasks name their language (PatchEval's
+    records do), else nothing: a benchmark's count as its publication states it."""
+    counts = Counter(str(t.metadata["language"]) for t in tasks if t.metadata.get("language"))
+    return f" ({', '.join(f'{lang} {n}' for lang, n in sorted(counts.items()))})" if counts else ""
 
 
 def print_report(report: LoadReport, err: Console) -> None:

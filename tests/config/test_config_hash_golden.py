@@ -34,6 +34,7 @@ GOLDEN = {
     'agent=scripted agent.script=conf/agent/scripted.yaml': '6688e47ed1f38c09',
     'benchmark=builtin': '648d881725984153',
     'benchmark=patch_eval_verified': 'ff7015edde64d1b3',
+    'benchmark=patcheval': 'ff7015edde64d1b3',
     'benchmark=patcheval-verified': 'ff7015edde64d1b3',
     'benchmark=patcheval_verified': 'ff7015edde64d1b3',
     'benchmark=swebench-pro': '36a696b59752a597',

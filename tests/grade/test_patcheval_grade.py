@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,13 @@ async def test_the_lower_cased_name_is_a_candidate_too(tmp_path: Path) -> None:
     task = _task(tmp_path, ["vuln", "other"], repo_name="Vuln")
     repo, _ = await _agent_view(tmp_path, task, lambda sb: pe.detect_repo(sb, task))
     assert repo == "/workspace/vuln"
+
+
+async def test_the_agent_datasets_work_dir_wins_over_the_name(tmp_path: Path) -> None:
+    task = _task(tmp_path, ["vuln", "src/app"], repo_name="Vuln")
+    task = replace(task, metadata={**task.metadata, "work_dir": "/workspace/src/app"})
+    repo, _ = await _agent_view(tmp_path, task, lambda sb: pe.detect_repo(sb, task))
+    assert repo == "/workspace/src/app"
 
 
 async def test_a_single_unnamed_repo_is_found_below_the_workspace(tmp_path: Path) -> None:
@@ -153,6 +161,22 @@ async def test_grade_runs_fix_run_in_a_fresh_verifier_sandbox(tmp_path: Path, is
     assert 0 < v.verify_s < 120
 
 
+async def test_fix_run_runs_in_a_login_shell_as_the_evaluator_runs_it(tmp_path: Path) -> None:
+    # bash -lc, as run_evaluation.py: a case image may put its toolchain on PATH in a profile
+    # that only a login shell reads
+    task = _task(tmp_path, ["proj"], fix_run="run-poc\n")
+    ctx = task.environment.build_context
+    assert ctx is not None
+    (ctx / "toolchain").mkdir()
+    (ctx / "toolchain" / "run-poc").write_text("#!/bin/sh\necho the poc ran\n")
+    (ctx / "toolchain" / "run-poc").chmod(0o755)
+    (ctx / "profile").write_text('PATH="/root/toolchain:$PATH"\n')
+    steps = (*task.environment.build_steps, BuildStep("copy", "toolchain", "/root/toolchain"),
+             BuildStep("copy", "profile", "/root/.profile"))
+    v = await pe.grade(Factory(tmp_path), replace(task, environment=replace(task.environment, build_steps=steps)), "x")
+    assert (v.resolved, v.output) == (True, "the poc ran\n")
+
+
 async def test_a_failing_fix_run_is_unresolved_with_its_failure_type(tmp_path: Path) -> None:
     task = _task(tmp_path, ["proj"], fix_run="echo 'error: patch does not apply' >&2; exit 3\n")
     v = await pe.grade(Factory(tmp_path), task, "x\n")
@@ -168,7 +192,8 @@ async def test_a_fix_run_past_the_verifier_timeout_is_a_timeout(tmp_path: Path) 
 
 
 def test_with_trailing_newline():
-    assert pe.with_trailing_newline("") == ""
+    # the evaluator adds a newline wherever the patch does not end in one, the empty patch included
+    assert pe.with_trailing_newline("") == "\n"
     assert pe.with_trailing_newline("a\n") == "a\n"
     assert pe.with_trailing_newline("a") == "a\n"
     assert pe.with_trailing_newline("a\nb") == "a\nb\n"
@@ -181,6 +206,16 @@ def test_failure_type_heuristic():
     assert pe.failure_type("SyntaxError: invalid syntax", 1) == "compilation_fail"
     assert pe.failure_type("x.go:1:2: undefined\npanic: boom", 1) == "validation_fail"
     assert pe.failure_type("assertion failed", 1) == "validation_fail"
+
+
+def test_failure_type_follows_the_evaluators_rule_for_the_tasks_language():
+    # a JavaScript TypeError (no colon-space needed) fails compilation; in Python it is a failed PoC
+    assert pe.failure_type("TypeError\n", 1, language="JavaScript") == "compilation_fail"
+    assert pe.failure_type("TypeError: x is not a function", 1, language="Python") == "validation_fail"
+    # Go: file:line:col is a build error unless the log also shows a panic; a Python log may show both
+    assert pe.failure_type("main.go:3:1: undefined: x", 1, language="Go") == "compilation_fail"
+    assert pe.failure_type("main.go:3:1: undefined: x\npanic: boom", 1, language="Go") == "validation_fail"
+    assert pe.failure_type("SyntaxError: bad\npanic: ", 1, language="Python") == "compilation_fail"
 
 
 def test_grader_log_fields():

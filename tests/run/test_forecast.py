@@ -149,7 +149,7 @@ def test_cli_prints_a_json_forecast(tmp_path, capsys):
     assert "wall time" in capsys.readouterr().out
 
 
-def write_pilot(tmp_path, rows, steps=(), max_in_flight=2):
+def write_pilot(tmp_path, rows, steps=(), max_in_flight=2, benchmark="b", tasks=("t1", "t2")):
     from farm.store import ResultStore
     from farm.store.schema import STEPS_SCHEMA, TRIALS_SCHEMA, StepRow, TrialResult, to_table
 
@@ -157,10 +157,10 @@ def write_pilot(tmp_path, rows, steps=(), max_in_flight=2):
     store.write_run_meta("p", {"run_id": "p", "config_hash": "h", "created_at": "2026-12-01T10:00:00Z",
                                "config": {"run": {"seeds": 2, "max_in_flight": max_in_flight, "executor": "local",
                                                   "max_concurrent_starts": 3, "retry_backoff_s": 0.5}}})
-    store.write_plan("p", [{"trial_key": f"k{t}{s}", "benchmark": "b", "task_id": f"t{t}", "seed": s, "arm": "base",
-                            "model": "m"} for t in (1, 2) for s in (0, 1)])
+    store.write_plan("p", [{"trial_key": f"k{t}{s}", "benchmark": benchmark, "task_id": task, "seed": s,
+                            "arm": "base", "model": "m"} for t, task in enumerate(tasks, 1) for s in (0, 1)])
     t0 = 1796119200.0  # 2026-12-01T10:00:00Z
-    trials = [TrialResult(run_id="p", trial_key=k, benchmark="b", task_id=task, seed=0, arm="base", attempt=a,
+    trials = [TrialResult(run_id="p", trial_key=k, benchmark=benchmark, task_id=task, seed=0, arm="base", attempt=a,
                           model="m", status=st, started_at=t0 + start, finished_at=t0 + start + wall, wall_s=wall,
                           sandbox_start_s=1.0, verify_s=1.0, llm_s=1.0, tool_s=0.0)
               for k, task, a, st, start, wall in rows]
@@ -172,7 +172,7 @@ def write_pilot(tmp_path, rows, steps=(), max_in_flight=2):
 
 
 def test_pilot_from_the_store_measures_startup_warm_up_and_retries(tmp_path):
-    from farm.forecast.model import load_pilot
+    from farm.forecast.pilot import load_pilot
 
     # first wave (started at 2 s, before any finished) took 8 s; the later ones 4 s: warm-up 4 s
     rows = [("k10", "t1", 1, "resolved", 2.0, 8.0), ("k11", "t1", 1, "resolved", 2.0, 8.0),
@@ -192,7 +192,7 @@ def test_pilot_from_the_store_measures_startup_warm_up_and_retries(tmp_path):
 
 
 def test_a_one_wave_pilot_says_its_warm_up_is_unknown(tmp_path):
-    from farm.forecast.model import load_pilot
+    from farm.forecast.pilot import load_pilot
 
     store = write_pilot(tmp_path, [("k10", "t1", 1, "resolved", 2.0, 8.0), ("k11", "t1", 1, "resolved", 2.0, 8.0)])
     pilot = load_pilot(store, "p")
@@ -207,7 +207,7 @@ TAIL = [("k10", "t1", 1, "resolved", 0.0, 2.0), ("k11", "t1", 1, "resolved", 0.0
 
 
 def test_the_plan_starts_trials_in_the_runs_order_and_shows_the_longest_tasks(tmp_path, capsys):
-    from farm.forecast.model import load_pilot
+    from farm.forecast.pilot import load_pilot
 
     store = write_pilot(tmp_path, TAIL)
     pilot = load_pilot(store, "p")
@@ -229,7 +229,7 @@ def test_the_plan_starts_trials_in_the_runs_order_and_shows_the_longest_tasks(tm
 
 
 def test_the_plan_takes_the_pilots_order_and_puts_tasks_without_a_prior_first(tmp_path):
-    from farm.forecast.model import load_pilot
+    from farm.forecast.pilot import load_pilot
 
     store = write_pilot(tmp_path, TAIL)
     pilot = dataclasses.replace(load_pilot(store, "p"), order="longest_first")
@@ -242,3 +242,36 @@ def test_the_plan_takes_the_pilots_order_and_puts_tasks_without_a_prior_first(tm
     assert forecast(load_plan_spec(None, ["run.order=dataset", "sensitivity.enabled=false"]), pilot).order == "dataset"
     with pytest.raises(ConfigError, match="run.order: expected one of"):
         load_plan_spec(None, ["run.order=shortest"])
+
+
+@pytest.mark.tools("git")  # benchmark.path of a registered source asks git about the copy
+def test_a_plan_names_a_benchmark_as_farm_does_and_counts_its_tasks(tmp_path, capsys):
+    """A pilot of ``benchmark=patcheval`` stores its trials under patch_eval_verified; a plan that
+    says ``patcheval`` (or the claims' spelling) replays them for every one of its tasks."""
+    from farm.config import load_config
+    from farm.forecast.pilot import load_pilot
+    from farm.tasks.benchmark import load_benchmark_report
+    from tests.shared import shared_path
+
+    published = shared_path("fixtures", "patcheval-verified")
+    cfg = load_config(["benchmark=patcheval", f"benchmark.path={published}", "benchmark.limit=2"])
+    first, second = (t.task_id for t in load_benchmark_report(cfg.benchmark).tasks)  # a pilot of two records
+    rows = [("k10", first, 1, "resolved", 0.0, 4.0), ("k11", first, 1, "resolved", 0.0, 4.0),
+            ("k20", second, 1, "resolved", 0.0, 6.0), ("k21", second, 1, "unresolved", 4.0, 6.0)]
+    store = write_pilot(tmp_path, rows, benchmark="patch_eval_verified", tasks=(first, second))
+    pilot = load_pilot(store, "p")
+    for name in ("patcheval", "patcheval-verified", "patch_eval_verified"):
+        spec = load_plan_spec(None, [f"run.benchmarks.{name}=230", "run.seeds=1", "sensitivity.enabled=false"])
+        fc = forecast(spec, pilot)
+        assert fc.base.trials == 230 and fc.assumptions["tasks"] == {"patch_eval_verified": 230}
+        # no workload is stated: every trial replays the pilot's, its own records' first
+        assert [t.image for t in full_run_trials(spec, pilot)[:3]] == [first, second, "patch_eval_verified#2"]
+    with pytest.raises(ConfigError, match="run.benchmarks.patch_eval_verified: the same benchmark as "
+                                          "run.benchmarks.patcheval"):
+        forecast(load_plan_spec(None, ["run.benchmarks.patcheval=1", "run.benchmarks.patch_eval_verified=1"]), pilot)
+    assert main(["plan", "p", "--store", str(tmp_path / "store"), "run.benchmarks.patcheval=230",
+                 "sensitivity.enabled=false"]) == 0
+    assert "tasks per benchmark: patch_eval_verified 230" in " ".join(capsys.readouterr().out.split())
+    # without run.benchmarks the plan is the pilot's own: its two records
+    assert forecast(load_plan_spec(None, ["sensitivity.enabled=false"]), pilot).assumptions["tasks"] == {
+        "patch_eval_verified": 2}

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from farm.forecast.model import forecast, load_pilot, load_plan_spec
+from farm.forecast.model import forecast, load_plan_spec
+from farm.forecast.pilot import load_pilot
 from farm.store import ResultStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.bwrap]

@@ -1,7 +1,8 @@
 """A PatchEval task over a workspace built on disk as PatchEval images lay it out (the repository
 under /workspace next to the grader's payload: fix-run.sh, the PoC, the reference fix), shared by
-the grading tests (tests/grade/test_spoofing_patcheval.py) and the trial test
-(tests/run/test_patcheval_trial.py). No PatchEval image can be pulled here.
+the grading tests (tests/grade/test_spoofing_patcheval.py) and the trial tests
+(tests/run/test_patcheval_trial.py, tests/run/test_patcheval_case.py: a real record's task on
+such a case). No PatchEval image can be pulled here.
 """
 
 from __future__ import annotations
@@ -83,6 +84,31 @@ def patcheval_task(tmp_path: Path, *, root_repo: bool = False, row: str | None =
     return Task(benchmark="patcheval", task_id="CVE-2099-0001", instruction="", environment=env,
                 verifier=VerifierSpec(protocol="patcheval"), verifier_timeout_s=60,
                 agent_network="no-network", verifier_network="no-network", metadata={"repo_name": "proj"})
+
+
+def made_case(tmp_path: Path, task: Task) -> Task:
+    """``task`` (a real record's, loaded with its agent dataset row) over a case made here in the
+    published images' layout: the repository at the record's ``work_dir`` at its vulnerable
+    commit, and beside it /workspace/fix-run.sh (applies /workspace/fix.patch, runs the PoC),
+    the PoC and the reference fix as /workspace/fix.patch. Only the image differs: it is built
+    on disk, as no case image can be pulled here."""
+    work_dir = str(task.metadata["work_dir"])
+    ws = tmp_path / "case" / "workspace"
+    repo = ws / work_dir.removeprefix("/workspace").strip("/")
+    repo.mkdir(parents=True)
+    (repo / "app.py").write_text(VULNERABLE)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "vulnerable")
+    (repo / "app.py").write_text(FIXED)
+    gold = subprocess.run(["git", "diff"], cwd=repo, check=True, capture_output=True, text=True).stdout
+    git(repo, "checkout", "-q", "app.py")
+    (ws / "fix-run.sh").write_text(FIX_RUN.format(repo=work_dir))
+    (ws / "poc_test.py").write_text(POC.format(repo=work_dir))
+    (ws / "fix.patch").write_text(gold)
+    env = Environment(workdir=task.workdir, build_context=tmp_path / "case",
+                      build_steps=(BuildStep("copy", "workspace", "/workspace"),))
+    return replace(task, environment=env)
 
 
 def run_scripted_trial(tmp_path: Path, task: Task, command: str) -> TrialOutcome:

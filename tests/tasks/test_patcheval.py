@@ -41,7 +41,7 @@ def test_verified_rows_become_no_network_tasks() -> None:
 def test_bad_rows_name_the_row_and_field(tmp_path: Path) -> None:
     rows = tmp_path / "rows.json"
     good = {"cve_id": "CVE-2020-1234", "cve_description": "d", "repo": "https://github.com/a/b.git",
-            "image_url": "ghcr.io/x/y:z"}
+            "image_url": "ghcr.io/x/y:z", "programing_language": "Python"}
     rows.write_text(json.dumps([good, {**good, "image_url": None}]))
     with pytest.raises(TaskFormatError, match=r"rows.json\[1\] \(CVE-2020-1234\).*'image_url'"):
         load_patcheval_file(rows)
@@ -117,7 +117,8 @@ NOOP_PATCH = """diff --git a/render.sh b/render.sh
 def patcheval_task(tmp_path: Path):
     rows = tmp_path / "rows.json"
     rows.write_text(json.dumps([{"cve_id": "CVE-2099-0001", "cve_description": "XSS in render.sh",
-                                 "repo": "https://example.invalid/org/vuln.git", "image_url": "local"}]))
+                                 "repo": "https://example.invalid/org/vuln.git", "image_url": "local",
+                                 "programing_language": "Python"}]))
     (task,) = load_patcheval_file(rows)
     ctx = _workspace(tmp_path)
     env = dataclasses.replace(task.environment, image=None, build_context=ctx,
@@ -166,7 +167,7 @@ def test_each_row_loads_on_its_own_and_selection_skips_unread_rows(tmp_path: Pat
     from farm.tasks.benchmark import load_benchmark_report
 
     good = {"cve_id": "CVE-2020-1234", "cve_description": "d", "repo": "https://github.com/a/b.git",
-            "image_url": "ghcr.io/x/y:z"}
+            "image_url": "ghcr.io/x/y:z", "programing_language": "Python"}
     rows = [good, {**good, "cve_id": "not-a-cve"}, {**good, "cve_id": "CVE-2021-9999"}]
     (tmp_path / "patcheval_verified.json").write_text(json.dumps(rows))
     base = ["benchmark=patcheval-verified", f"benchmark.path={tmp_path}"]
