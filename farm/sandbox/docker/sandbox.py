@@ -13,6 +13,7 @@ import asyncio
 import json
 import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from farm.config import DockerSandboxConfig, KubernetesSandboxConfig, SandboxConfig
@@ -97,7 +98,8 @@ class ContainerSandbox(RelaySandbox):
         named = resolve_image(self.task, self.cfg, self.backend) if plan.pull_first else None
         try:
             got = await ensure_image(self.cfg.engine, self.task, self.image_policy, named, pull=self.cfg.pull,
-                                     scope=self.run_id, min_free_gb=self.cfg.image_min_free_gb)
+                                     scope=self.run_id, min_free_gb=self.cfg.image_min_free_gb,
+                                     on_step=self.stats.note_step)
         except SandboxStartError as e:
             log = getattr(e, "build_log", None)
             if log:
@@ -118,6 +120,10 @@ class ContainerSandbox(RelaySandbox):
     def label(self) -> str:
         return f"container {self.name}"
 
+    @property
+    def step_label(self) -> str:
+        return Path(self.cfg.engine).name
+
     def _spec_config(self) -> KubernetesSandboxConfig:
         return spec_config(self.cfg)
 
@@ -130,6 +136,9 @@ class ContainerSandbox(RelaySandbox):
     async def _create(self) -> None:
         assert self.pod is not None
         init = self.pod["spec"]["initContainers"][0]
+        # the steps as the progress line names them: the volume and the toolbox init container that
+        # fills it ("create"), then the task container (`run -d` creates and starts it: "run")
+        self.stats.note_step(f"{self.step_label} create")
         await self._engine("volume", "create", "--label", f"{m.RUN_LABEL}={self.run_id}",
                            "--label", f"{m.APP_LABEL}={m.APP_NAME}", self.volume)
         await self._engine("run", "--rm", "--network", "none", "--security-opt", "no-new-privileges",
@@ -137,6 +146,7 @@ class ContainerSandbox(RelaySandbox):
                            "-v", f"{self.volume}:{m.FARM_MOUNT}", "--entrypoint", init["command"][0],
                            init["image"], *init["command"][1:])
         # ensure_image made the task image present: the run never pulls it again
+        self.stats.note_step(f"{self.step_label} run")
         await self._engine(*run_args(self.pod, self.volume, self.network, self.cfg, pull="never"))
 
     async def _open_stream(self) -> ProcStream:
