@@ -42,6 +42,7 @@ from farm.run.plan import ResumeState, TrialSpec, build_plan, resume
 from farm.run.preflight import (
     Refusal,
     check_backends,
+    check_engines,
     image_refusals,
     refusals,
     refused_outcome,
@@ -216,6 +217,8 @@ async def run_experiment(
             raise ConfigError(f"arm {name!r}: the leaf policy needs model.base_url (or serve.enabled=true)")
 
     check_backends(arm_cfg)
+    if cfg.run.preflight:  # before the image checks: a dead daemon would fail those too, less clearly
+        await check_engines(arm_cfg)
     refused = refusals(tasks, arm_cfg)
     refused.update(await image_refusals(tasks, arm_cfg, refused))
     latest_class = _latest_error_class(rows) if refused else {}

@@ -19,7 +19,7 @@ from typing import Any
 from farm.config import DockerSandboxConfig, KubernetesSandboxConfig, SandboxConfig
 from farm.errors import ConfigError
 from farm.sandbox.base import JAIL_CAPS, JAIL_ENV, Capabilities, GcReport, Sandbox, SandboxStartError
-from farm.sandbox.images.engine import engine
+from farm.sandbox.images.engine import engine, run_engine
 from farm.sandbox.images.ensure import LOG_ARTIFACT, ensure_image
 from farm.sandbox.images.resolve import built_view, check_relay_task, relay_plan, resolve_image
 from farm.sandbox.relayed import manifests as m
@@ -268,6 +268,25 @@ class DockerBackend:
         if shutil.which(cfg.docker.engine) is None:
             raise ConfigError(f"invalid value {cfg.docker.engine!r} for 'sandbox.docker.engine': not on PATH "
                               "(install Docker or Podman, or name the binary)")
+
+    async def check_engine(self, cfg: SandboxConfig, timeout_s: float) -> str | None:
+        """``<engine> info``: None when the engine answers, else its error and the setting to change.
+
+        A missing daemon ("Cannot connect to the Docker daemon at unix:///var/run/docker.sock")
+        otherwise surfaces as one failed image build per trial, with nothing of the engine's
+        message in the row's first line, until the circuit breaker stops the run."""
+        binary = cfg.docker.engine
+        rc, out, err = await run_engine(binary, "info", timeout=timeout_s)
+        if rc == 0:
+            return None
+        said = (err.strip() or out.strip() or "(it printed nothing)").splitlines()
+        text = " ".join(line.strip() for line in said[-3:] if line.strip())[-600:]
+        name = Path(binary).name
+        other = "docker" if "podman" in name else "podman"
+        fix = f"sandbox.docker.engine={other}" + ("" if shutil.which(other) else f" once {other} is installed")
+        why = f"did not answer in {timeout_s:g} s" if rc == 124 else f"exited with code {rc}"
+        return (f"sandbox.docker.engine={binary!r} cannot run containers: `{binary} info` {why}: {text} "
+                f"(start the {name} service, or choose another engine: {fix})")
 
     def gc(self, cfg: SandboxConfig, is_run_alive: Callable[[str], bool], *, dry_run: bool = False) -> GcReport:
         return asyncio.run(gc_containers(cfg.docker.engine, is_run_alive, dry_run=dry_run))

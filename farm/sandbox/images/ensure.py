@@ -236,10 +236,15 @@ async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_di
         log = head + out + ("\n" if out and not out.endswith("\n") else "") + err
         facts = await inspect_image(binary, tag) if rc == 0 else None
         if facts is None:
+            said = (out + err).strip()
+            if not said:  # an empty tail tells nobody anything: say that the engine said nothing
+                log += f"(the engine printed nothing: `{binary} {' '.join(args)}` exited with code {rc})\n"
             step = failing_step(log) or "(no step started)"
             why = "timed out" if rc == 124 else f"exited with code {rc}"
+            # the engine's last words in the first line: the breaker and the summaries show only that
+            last = said.splitlines()[-1].strip()[:300] if said else "the engine printed nothing"
             msg = (f"task {task.task_id}: building {dockerfile} as {tag} {why} after {build_s:.0f} s at "
-                   f"step {step}; log tail:\n{log[-2500:]}")
+                   f"step {step}: {last}; log tail:\n{log[-2500:]}")
             _failed_builds[tag] = msg
             if marker is not None:
                 marker.write_text(msg)
