@@ -31,6 +31,7 @@ def _cfg(args: argparse.Namespace) -> FarmConfig:
 
 
 EXIT_OK, EXIT_CONFIG, EXIT_PREFLIGHT, EXIT_INFRA, EXIT_BREAKER, EXIT_STORE = 0, 2, 3, 4, 5, 6
+EXIT_TERM = 143  # 128 + SIGTERM, as a shell reports a process the signal ended
 RUN_EXIT_CODES = f"""exit codes:
   {EXIT_OK}    every trial was graded (resolved / unresolved / model_error), or was refused by the
        backend before it started ("not run" in the report)
@@ -42,7 +43,9 @@ RUN_EXIT_CODES = f"""exit codes:
   {EXIT_STORE}    the result store failed for good (S3 still throttling / failing after store.retry_budget_s,
        a full disk): one line names the bucket or directory and the error; what was committed
        stays, the trials in flight are recorded as attempt_lost on resume
-  130  interrupted"""
+  130  interrupted
+  {EXIT_TERM}  stopped by SIGTERM (`ray job stop`, a CI timeout, kill): the sandboxes it started were
+       stopped first; finished trials are stored, run the same command again to resume"""
 
 STRICT_HELP = "fail if any task fails to load (benchmark.strict=true); default: report them at the end"
 
@@ -51,6 +54,7 @@ STRICT_HELP = "fail if any task fails to load (benchmark.strict=true); default: 
 def cmd_run(args: argparse.Namespace) -> int:
     from farm.run.driver import run_experiment
     from farm.run.progress import RunProgress
+    from farm.run.stop import stop_on_sigterm
 
     cfg = _cfg(args)
     from farm.config import require_endpoint
@@ -63,8 +67,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         loaded = load_benchmark_report(cfg.benchmark)
     tasks = loaded.tasks if loaded is not None else None
 
+    terminated: list[bool] = []  # SIGTERM came: the run was cancelled, its sandboxes closed
+
     async def main() -> Any:
-        with RunProgress(enabled=cfg.run.progress and not args.quiet, console=console) as progress:
+        stop_on_sigterm(terminated, lambda text: err_console.print(text, highlight=False))
+        with RunProgress(enabled=cfg.run.progress and not args.quiet, console=console,
+                         interval_s=cfg.run.progress_interval_s) as progress:
             if cfg.serve.enabled:
                 from farm.serve.cli import served
 
@@ -73,7 +81,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                     return await run_experiment(cfg, tasks=tasks, progress=progress.hook)
             return await run_experiment(cfg, tasks=tasks, progress=progress.hook)
 
-    summary = asyncio.run(main())
+    try:
+        summary = asyncio.run(main())
+    except asyncio.CancelledError:
+        if not terminated:
+            raise
+        err_console.print("[bold red]stopped by SIGTERM:[/] the sandboxes this run started are stopped; finished "
+                          "trials are stored (re-run the same command to resume)", highlight=False, soft_wrap=True)
+        return EXIT_TERM
     console.print(
         f"run [bold]{summary.run_id}[/] (config {summary.config_hash}): {summary.planned} trials planned, "
         f"{summary.skipped} already finished, {summary.executed_attempts} attempts now "

@@ -38,7 +38,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 POSITIVE: tuple[str, ...] = (
     "run.seeds", "run.preflight_timeout_s", "run.max_in_flight", "run.max_attempts", "run.workers",
-    "run.max_concurrent_starts", "agent.max_steps",
+    "run.max_concurrent_starts", "run.progress_interval_s", "agent.max_steps",
     "store.batch_rows", "store.retry_budget_s", "store.request_timeout_s", "model.timeout_s", "agent.bash_timeout_s",
     "agent.timeout_multiplier",
     "sandbox.kubernetes.pod_start_timeout_s", "sandbox.kubernetes.pull_timeout_s",

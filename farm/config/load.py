@@ -37,7 +37,7 @@ NOT_HASHED = (
     "run.max_concurrent_starts", "run.preflight", "run.preflight_sandbox", "run.preflight_timeout_s",
     "run.breaker_consecutive", "run.order", "model.preflight_tool_call",
     "model.stream", "model.request_retry_budget_s",
-    "run.progress", "run.max_attempts", "run.retry_backoff_s", "store",
+    "run.progress", "run.progress_interval_s", "run.max_attempts", "run.retry_backoff_s", "store",
     "benchmark.strict", "benchmark.mirror", "benchmark.cache_dir", "benchmark.repos", "benchmark.pythons",
     "benchmark.pro_scripts",
     "serve.host", "serve.port",

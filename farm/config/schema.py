@@ -180,6 +180,9 @@ class RunConfig:
     # builds, pods), so a burst of hundreds only makes every start time out
     max_concurrent_starts: int = 16
     progress: bool = True
+    # where stdout is no terminal (`ray job submit` logs, CI, a file): a plain progress line this
+    # often, and on every phase change (farm/run/progress.py)
+    progress_interval_s: float = 30.0
     # preflight before the first trial: endpoint (/v1/models + one chat completion with a
     # tool), store writable, sandbox backend usable; preflight_sandbox also starts one sandbox
     preflight: bool = True

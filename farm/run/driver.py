@@ -39,8 +39,16 @@ from farm.errors import ConfigError, StoreError, StoreWriteError
 from farm.run.endpoint import PreflightError
 from farm.run.order import order_trials, store_priors
 from farm.run.plan import ResumeState, TrialSpec, build_plan, resume
-from farm.run.preflight import Refusal, check_backends, image_refusals, refusals, refused_outcome, run_preflight
-from farm.run.rows import ATTEMPT_LOST, TrialOutcome, base_row, ended_row, is_unsupported, retryable
+from farm.run.preflight import (
+    Refusal,
+    check_backends,
+    check_engines,
+    image_refusals,
+    refusals,
+    refused_outcome,
+    run_preflight,
+)
+from farm.run.rows import ATTEMPT_LOST, base_row, ended_row, is_unsupported, retryable
 from farm.run.serving_facts import ServingFacts, probe_facts
 from farm.run.workers import TrialJob, make_executor
 from farm.store.results import ResultStore
@@ -50,7 +58,7 @@ from farm.tasks.benchmark import load_benchmark_tasks
 from farm.tasks.model import Task
 
 HEARTBEAT_S = 30.0
-PHASES_EVERY_S = 1.0  # how often the progress line asks the start gate for its counts
+PHASES_EVERY_S = 1.0  # how often the progress line asks the start gate for its counts (at most)
 
 
 @dataclass
@@ -166,7 +174,9 @@ def open_run(cfg: FarmConfig, store: ResultStore, run_id: str, plan: list[TrialS
     return meta
 
 
-ProgressHook = Callable[[str, TrialOutcome | None], None]
+# (event, what it carries): "plan" (the number of attempts to run), "stage" (a sentence: the
+# preflight), "phases" (the start gate's counts), "start" (None), "done" / "retry" (TrialOutcome)
+ProgressHook = Callable[[str, Any], None]
 
 
 async def run_experiment(
@@ -207,10 +217,15 @@ async def run_experiment(
             raise ConfigError(f"arm {name!r}: the leaf policy needs model.base_url (or serve.enabled=true)")
 
     check_backends(arm_cfg)
+    if cfg.run.preflight:  # before the image checks: a dead daemon would fail those too, less clearly
+        await check_engines(arm_cfg)
     refused = refusals(tasks, arm_cfg)
     refused.update(await image_refusals(tasks, arm_cfg, refused))
     latest_class = _latest_error_class(rows) if refused else {}
     if cfg.run.preflight and any((s.arm, s.benchmark, s.task_id) not in refused for s in state.todo):
+        if progress:
+            progress("stage", "preflight: the endpoint, then one sandbox start"
+                     if cfg.run.preflight_sandbox else "preflight: the endpoint")
         summary.served = {arm: info.served_model
                           for arm, info in (await run_preflight(arm_cfg, tasks, refused, run_id)).items()}
 
@@ -353,9 +368,11 @@ class _Pool:
             await asyncio.sleep(HEARTBEAT_S)
 
     async def watch_phases(self) -> None:
-        """Keep the run's phase counts (the start queue among them) in the progress line."""
+        """Keep the run's phase counts (the start queue among them) in the progress line; the
+        polls are also the plain progress line's clock, so they come at least once an interval."""
+        every = min(PHASES_EVERY_S, self.cfg.run.progress_interval_s)
         while True:
-            await asyncio.sleep(PHASES_EVERY_S)
+            await asyncio.sleep(every)
             with contextlib.suppress(Exception):  # a missed count only leaves the line a second stale
                 await self.note_phases()
 
@@ -363,7 +380,7 @@ class _Pool:
         stats = await self.executor.phases()
         self.summary.peak_phases = {k[5:]: v for k, v in stats.items() if k.startswith("peak_")}
         if self.progress:
-            self.progress("phases", stats)  # type: ignore[arg-type]
+            self.progress("phases", stats)
 
     def done_one(self) -> None:
         self.left -= 1

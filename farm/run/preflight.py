@@ -1,6 +1,7 @@
 """Preflight: everything checked before the first trial starts.
 
 * the tasks the chosen backend can never run (below);
+* ``check_engines``: the container engine answers (``docker info``), in its own words when not;
 * ``run_preflight``: every arm's endpoint (farm/run/endpoint.py) -- farm's own policy servers
   included -- and one real sandbox start per sandbox section. A failure raises PreflightError
   (one line naming the URL or the cause; ``farm run`` exits 3) and no trial runs.
@@ -22,7 +23,14 @@ from farm.run.endpoint import EndpointInfo, PreflightError, check_endpoint
 from farm.run.plan import TrialSpec
 from farm.run.rows import LOCAL_POLICIES, TrialOutcome, base_row, ended_row, unsupported_class
 from farm.sandbox.base import SandboxError
-from farm.sandbox.registry import check_environment, check_task, open_sandbox, refusal_reason, unresolvable_images
+from farm.sandbox.registry import (
+    check_environment,
+    check_task,
+    engine_problem,
+    open_sandbox,
+    refusal_reason,
+    unresolvable_images,
+)
 from farm.tasks.model import Task, with_networks
 
 
@@ -40,6 +48,24 @@ def check_backends(arms: dict[str, FarmConfig]) -> None:
         if key not in seen:
             seen.add(key)
             check_environment(acfg.sandbox)
+
+
+async def check_engines(arms: dict[str, FarmConfig]) -> None:
+    """Every arm's container engine answers (``docker info``), before any task is looked at.
+
+    Raises:
+        PreflightError: the engine's own error and the setting to change (``farm run`` exits 3).
+    """
+    seen: set[str] = set()
+    for arm, acfg in arms.items():
+        key = repr(acfg.sandbox)
+        if key in seen:
+            continue
+        seen.add(key)
+        problem = await engine_problem(acfg.sandbox, acfg.run.preflight_timeout_s)
+        if problem is not None:
+            prefix = f"arm {arm!r}: " if len(arms) > 1 else ""
+            raise PreflightError(f"preflight: {prefix}{problem}")
 
 
 def refusals(tasks: list[Task], arms: dict[str, FarmConfig]) -> dict[tuple[str, str, str], Refusal]:

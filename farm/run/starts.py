@@ -17,18 +17,35 @@ hold a slot only while one of its trials is in flight, and that trial's call fai
 RayActorError the moment Ray declares the actor (or its node) dead. So the driver releases a
 dead worker's slots then (``release_holder``), and the gate refuses the holder from then on.
 The gate actor itself is owned by the driver and dies with it: no run outlives its count.
+
+The book also keeps, per attempt, its task, when it entered its phase and the step its
+sandbox's start is in (``podman build``, ``build step 3: RUN ...``: ``SandboxStats.note_step``),
+so that the progress line can name the oldest trial of each phase and how long it has been
+there: a stalled start is then one line in a log, not a silent run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 import weakref
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 PHASES = ("waiting", "starting", "running", "grading")
+
+
+@dataclass
+class _Where:
+    """Where one attempt is: its phase, since when (monotonic), its task, its start's step."""
+
+    phase: str
+    name: str
+    since: float
+    step: str = ""
 
 
 class GateBook:
@@ -39,6 +56,7 @@ class GateBook:
         self.held: dict[str, str] = {}  # token -> holder
         self.waiting: dict[str, tuple[str, asyncio.Future[None]]] = {}  # token -> (holder, future), FIFO
         self.phases: dict[tuple[str, str], str] = {}  # (holder, trial) -> "running" | "grading"
+        self.where: dict[tuple[str, str], _Where] = {}  # (holder, trial) -> its phase, task, since, step
         self.dead: set[str] = set()
         self.peak: dict[str, int] = dict.fromkeys(PHASES, 0)
 
@@ -80,14 +98,41 @@ class GateBook:
             self.release(token)
         for key in [k for k in self.phases if k[0] == holder]:
             del self.phases[key]
+        for key in [k for k in self.where if k[0] == holder]:
+            del self.where[key]
         return len(mine)
 
-    def set_phase(self, holder: str, trial: str, phase: str | None) -> None:
+    def set_phase(self, holder: str, trial: str, phase: str | None, name: str | None = None) -> None:
+        """``trial`` is now in ``phase`` (None: it ended); ``name`` (its task) for the progress line."""
+        key = (holder, trial)
         if phase is None or holder in self.dead:
-            self.phases.pop((holder, trial), None)
+            self.phases.pop(key, None)
+            self.where.pop(key, None)
         else:
-            self.phases[(holder, trial)] = phase
+            if phase in ("running", "grading"):  # the waiting and starting counts are the slots'
+                self.phases[key] = phase
+            else:
+                self.phases.pop(key, None)
+            old = self.where.get(key)
+            if old is None or old.phase != phase:
+                self.where[key] = _Where(phase, name or (old.name if old else trial), time.monotonic())
         self._note()
+
+    def set_step(self, holder: str, trial: str, step: str) -> None:
+        """The step ``trial``'s sandbox start is in now (kept until its phase changes)."""
+        where = self.where.get((holder, trial))
+        if where is not None:
+            where.step = step
+
+    def oldest(self) -> dict[str, dict[str, object]]:
+        """phase -> the attempt longest in it: ``{"name", "age_s", "step"}`` (phases with none left out)."""
+        now = time.monotonic()
+        out: dict[str, dict[str, object]] = {}
+        for w in self.where.values():
+            first = out.get(w.phase)
+            if first is None or now - w.since > first["age_s"]:  # type: ignore[operator]
+                out[w.phase] = {"name": w.name, "age_s": round(now - w.since, 1), "step": w.step}
+        return out
 
     def _wake(self) -> None:
         while len(self.held) < self.limit and self.waiting:
@@ -116,7 +161,9 @@ class StartGate(Protocol):
 
     def slot(self, trial: str) -> contextlib.AbstractAsyncContextManager[None]: ...
 
-    def phase(self, trial: str, phase: str | None) -> None: ...
+    def phase(self, trial: str, phase: str | None, name: str | None = None) -> None: ...
+
+    def step(self, trial: str, step: str) -> None: ...
 
 
 class StartRefused(Exception):
@@ -140,11 +187,17 @@ class LocalGate:
         finally:
             self.book.release(token)
 
-    def phase(self, trial: str, phase: str | None) -> None:
-        self.book.set_phase(self.holder, trial, phase)
+    def phase(self, trial: str, phase: str | None, name: str | None = None) -> None:
+        self.book.set_phase(self.holder, trial, phase, name)
+
+    def step(self, trial: str, step: str) -> None:
+        self.book.set_step(self.holder, trial, step)
 
     def stats(self) -> dict[str, int]:
         return self.book.stats()
+
+    def oldest(self) -> dict[str, dict[str, object]]:
+        return self.book.oldest()
 
 
 class RayGate:
@@ -168,8 +221,11 @@ class RayGate:
         finally:
             self.actor.release.remote(token)  # fire and forget: the next waiter need not wait for us
 
-    def phase(self, trial: str, phase: str | None) -> None:
-        self.actor.set_phase.remote(self.holder, trial, phase)
+    def phase(self, trial: str, phase: str | None, name: str | None = None) -> None:
+        self.actor.set_phase.remote(self.holder, trial, phase, name)
+
+    def step(self, trial: str, step: str) -> None:
+        self.actor.set_step.remote(self.holder, trial, step)
 
 
 class GateActor:
@@ -187,11 +243,17 @@ class GateActor:
     def release_holder(self, holder: str) -> int:
         return self.book.release_holder(holder)
 
-    def set_phase(self, holder: str, trial: str, phase: str | None) -> None:
-        self.book.set_phase(holder, trial, phase)
+    def set_phase(self, holder: str, trial: str, phase: str | None, name: str | None = None) -> None:
+        self.book.set_phase(holder, trial, phase, name)
+
+    def set_step(self, holder: str, trial: str, step: str) -> None:
+        self.book.set_step(holder, trial, step)
 
     def stats(self) -> dict[str, int]:
         return self.book.stats()
+
+    def oldest(self) -> dict[str, dict[str, object]]:
+        return self.book.oldest()
 
 
 # run_trial without a gate (tests, the preflight): one per event loop, keyed by the loop itself,

@@ -237,10 +237,20 @@ async def _start(att: _Attempt, factory: SandboxFactory) -> tuple[Sandbox, str]:
     # a backend's own default (sandbox.kubernetes.agent_network), which only the task's setting yields to
     sandbox = factory(task, att.cfg.sandbox, network=att.cfg.benchmark.agent_network, role="agent")
     att.used.append(sandbox)
-    async with att.gate.slot(row.attempt_uid):
+    uid = row.attempt_uid
+    att.gate.phase(uid, "waiting", task.task_id)
+    async with att.gate.slot(uid):
+        att.gate.phase(uid, "starting")
+        # the start's steps (engine build, agent ping, a replayed RUN) reach the progress line
+        sandbox.stats.on_step = functools.partial(att.gate.step, uid)
+        if sandbox.stats.step:  # a step noted before we listened
+            att.gate.step(uid, sandbox.stats.step)
         row.sandbox_started_at = time.time()
-        await sandbox.start()
-    att.gate.phase(row.attempt_uid, "running")
+        try:
+            await sandbox.start()
+        finally:
+            sandbox.stats.on_step = None
+    att.gate.phase(uid, "running")
     repo = task.workdir
     if task.verifier.protocol == "patcheval":
         from farm.grade.patcheval import prepare_workspace

@@ -10,6 +10,7 @@ runs the trial, so they work on a cluster too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import time
@@ -25,6 +26,10 @@ from farm.run.starts import GateActor, LocalGate, RayGate, StartGate
 from farm.run.trial import run_trial
 from farm.store.schema import TrialResult
 from farm.tasks.model import Task
+
+# how long close() waits for trials cancelled in their actors (a SIGTERM, the circuit breaker) to
+# close their sandboxes before the actors are killed: a killed actor leaves its containers running
+CANCEL_SETTLE_S = 60.0
 
 
 @dataclass
@@ -86,9 +91,10 @@ class LocalExecutor:
     async def submit(self, job: TrialJob) -> TrialOutcome:
         return await execute(job, self.endpoints, self.gate)
 
-    async def phases(self) -> dict[str, int]:
-        """Trials waiting for a start slot / starting / running / grading now, and their peaks."""
-        return self.gate.stats()
+    async def phases(self) -> dict[str, Any]:
+        """Trials waiting for a start slot / starting / running / grading now, their peaks, and
+        under ``oldest`` the attempt longest in each phase (GateBook.oldest)."""
+        return {**self.gate.stats(), "oldest": self.gate.oldest()}
 
     async def close(self) -> None:
         self.endpoints.close()
@@ -194,6 +200,7 @@ class RayExecutor:
         self.where: dict[str, asyncio.Future[dict[str, str]]] = {}  # holder -> its node, once known
         self._serial = itertools.count()
         self._rr = itertools.count()
+        self.cancelled: list[Any] = []  # refs of trials cancelled in flight (close() waits for them)
         self.started_ray = False
         self.restarts = 0
         self.gate: Any = None
@@ -296,9 +303,10 @@ class RayExecutor:
         except asyncio.CancelledError:
             # the run stopped (circuit breaker, Ctrl-C): stop the remote trial too, best effort
             try:
-                ray.cancel(ref)
+                ray.cancel(ref)  # in an async actor: CancelledError in the trial, which closes its sandboxes
             except Exception:  # noqa: BLE001
                 pass
+            self.cancelled.append(ref)
             raise
         # OutOfMemoryError is not a RayActorError: Ray's memory monitor killed the actor because
         # the node ran low (two vLLM servers beside a run did that here), and it ended the whole
@@ -317,9 +325,12 @@ class RayExecutor:
             return _lost(job, f"worker {holder} on {self.node_of(holder)} lost: {type(exc).__name__}: {first}",
                          self.node_id_of(holder))
 
-    async def phases(self) -> dict[str, int]:
-        """Trials waiting for a start slot / starting / running / grading now, and their peaks."""
-        return await self.gate.stats.remote() if self.gate is not None else {}
+    async def phases(self) -> dict[str, Any]:
+        """As LocalExecutor.phases, from the gate actor."""
+        if self.gate is None:
+            return {}
+        stats, oldest = await asyncio.gather(self.gate.stats.remote(), self.gate.oldest.remote())
+        return {**stats, "oldest": oldest}
 
     async def policy_stats(self) -> list[dict[str, Any]]:
         return await asyncio.gather(*[a.policy_stats.remote() for a in self.actors])
@@ -327,6 +338,9 @@ class RayExecutor:
     async def close(self) -> None:
         import ray
 
+        if self.cancelled:  # the cancelled trials' sandboxes are closed in their actors: wait for it
+            await _settle(self.cancelled, CANCEL_SETTLE_S)
+            self.cancelled = []
         for a in [*self.actors, self.gate]:
             try:
                 if a is not None:
@@ -339,6 +353,16 @@ class RayExecutor:
         self._refs.clear()
         if self.started_ray:
             ray.shutdown()
+
+
+async def _settle(refs: list[Any], timeout: float) -> None:
+    """Wait (at most ``timeout``) until every ref has ended, however it ended."""
+
+    async def ended(ref: Any) -> None:
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await ref
+
+    await asyncio.wait([asyncio.ensure_future(ended(r)) for r in refs], timeout=timeout)
 
 
 async def _where(actor: Any) -> dict[str, str]:

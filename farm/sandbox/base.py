@@ -7,7 +7,7 @@ failures (the sandbox could not start, was lost, its channel broke) raise, and t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -153,6 +153,19 @@ class SandboxStats:
     extra: dict[str, Any] = field(default_factory=dict)
     # files the trial keeps as artifacts under sandbox/<name> (an image build log, ...)
     artifacts: dict[str, bytes] = field(default_factory=dict)
+    # the step of its start the sandbox is in ("podman build", "agent ping", "build step 2/5: RUN
+    # ..."), told to whoever listens (the run's progress line: farm/run/starts.py), so that a start
+    # that stalls says where; a listener's failure never fails the start
+    step: str = ""
+    on_step: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
+
+    def note_step(self, step: str) -> None:
+        self.step = step
+        if self.on_step is not None:
+            try:
+                self.on_step(step)
+            except Exception:  # noqa: BLE001 - progress is advice; the start goes on
+                pass
 
 
 @dataclass(frozen=True)

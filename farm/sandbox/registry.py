@@ -82,6 +82,14 @@ async def unresolvable_images(tasks: list[Task], cfg: SandboxConfig) -> dict[tup
     return await check(tasks, cfg) if check is not None and tasks else {}
 
 
+async def engine_problem(cfg: SandboxConfig, timeout_s: float) -> str | None:
+    """Why the backend's engine cannot serve a sandbox now, in the engine's own words (None: it
+    answers). Only backends driving an engine of their own ask it (docker: ``<engine> info``); a
+    daemon that is not running fails every start the same way, so the run stops before its first."""
+    check = getattr(get_backend(cfg.backend), "check_engine", None)
+    return await check(cfg, timeout_s) if check is not None else None
+
+
 def open_sandbox(task: Task, cfg: SandboxConfig, *, network: str | None = None, run_id: str, trial_key: str,
                  attempt: int = 1, role: str = "agent") -> Sandbox:
     """The configured backend's sandbox for one role of one trial attempt (not started)."""

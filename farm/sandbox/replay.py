@@ -117,7 +117,12 @@ async def replay_build_steps(sandbox: Any, task: Task, steps: list[ResolvedStep]
     task cannot download anything while it is being built.
     """
     envr: Environment = task.environment
+    stats = getattr(sandbox, "stats", None)
     for step in steps:
+        if stats is not None and step.kind in ("copy", "run"):
+            # a RUN that hangs is the commonest stalled start: the progress line names it (the
+            # step's number is the one a failure's message gives)
+            stats.note_step(f"build step {step.index}: {_short(step.text)}")
         if step.kind == "workdir":
             await sandbox.exec(f"mkdir -p {shlex.quote(step.path)}", timeout_s=60, cwd="/")
         elif step.kind == "copy":
@@ -141,6 +146,11 @@ async def replay_build_steps(sandbox: Any, task: Task, steps: list[ResolvedStep]
                     )
                 raise SandboxStartError(f"task {task.task_id}: build step {step.index} ({step.text}) {why}; "
                                         f"output tail:\n{tail}{hint}", reason="build_step")
+
+
+def _short(text: str, limit: int = 60) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 async def _copy(sandbox: Any, task: Task, step: ResolvedStep) -> None:

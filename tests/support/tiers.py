@@ -56,6 +56,8 @@ PROCESS_MODULES = {
     "test_resilience.py": "runs in bubblewrap sandboxes",
     "test_channel.py": "the sandbox agent over real pipes",
     "test_images_check.py": "image checks through an engine",
+    "test_engine_preflight.py": "a fake container engine (a shell script), podman info",
+    "test_run_sigterm.py": "farm run as a process, bubblewrap sandboxes and podman containers",
     "test_images_lock.py": "competing build processes",
     "test_inside_kill.py": "the sandbox agent's process kills",
     "test_inside_procs.py": "real process trees and timeouts",

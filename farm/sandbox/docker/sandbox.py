@@ -13,12 +13,13 @@ import asyncio
 import json
 import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from farm.config import DockerSandboxConfig, KubernetesSandboxConfig, SandboxConfig
 from farm.errors import ConfigError
 from farm.sandbox.base import JAIL_CAPS, JAIL_ENV, Capabilities, GcReport, Sandbox, SandboxStartError
-from farm.sandbox.images.engine import engine
+from farm.sandbox.images.engine import engine, run_engine
 from farm.sandbox.images.ensure import LOG_ARTIFACT, ensure_image
 from farm.sandbox.images.resolve import built_view, check_relay_task, relay_plan, resolve_image
 from farm.sandbox.relayed import manifests as m
@@ -97,7 +98,8 @@ class ContainerSandbox(RelaySandbox):
         named = resolve_image(self.task, self.cfg, self.backend) if plan.pull_first else None
         try:
             got = await ensure_image(self.cfg.engine, self.task, self.image_policy, named, pull=self.cfg.pull,
-                                     scope=self.run_id, min_free_gb=self.cfg.image_min_free_gb)
+                                     scope=self.run_id, min_free_gb=self.cfg.image_min_free_gb,
+                                     on_step=self.stats.note_step)
         except SandboxStartError as e:
             log = getattr(e, "build_log", None)
             if log:
@@ -118,6 +120,10 @@ class ContainerSandbox(RelaySandbox):
     def label(self) -> str:
         return f"container {self.name}"
 
+    @property
+    def step_label(self) -> str:
+        return Path(self.cfg.engine).name
+
     def _spec_config(self) -> KubernetesSandboxConfig:
         return spec_config(self.cfg)
 
@@ -130,6 +136,9 @@ class ContainerSandbox(RelaySandbox):
     async def _create(self) -> None:
         assert self.pod is not None
         init = self.pod["spec"]["initContainers"][0]
+        # the steps as the progress line names them: the volume and the toolbox init container that
+        # fills it ("create"), then the task container (`run -d` creates and starts it: "run")
+        self.stats.note_step(f"{self.step_label} create")
         await self._engine("volume", "create", "--label", f"{m.RUN_LABEL}={self.run_id}",
                            "--label", f"{m.APP_LABEL}={m.APP_NAME}", self.volume)
         await self._engine("run", "--rm", "--network", "none", "--security-opt", "no-new-privileges",
@@ -137,6 +146,7 @@ class ContainerSandbox(RelaySandbox):
                            "-v", f"{self.volume}:{m.FARM_MOUNT}", "--entrypoint", init["command"][0],
                            init["image"], *init["command"][1:])
         # ensure_image made the task image present: the run never pulls it again
+        self.stats.note_step(f"{self.step_label} run")
         await self._engine(*run_args(self.pod, self.volume, self.network, self.cfg, pull="never"))
 
     async def _open_stream(self) -> ProcStream:
@@ -258,6 +268,25 @@ class DockerBackend:
         if shutil.which(cfg.docker.engine) is None:
             raise ConfigError(f"invalid value {cfg.docker.engine!r} for 'sandbox.docker.engine': not on PATH "
                               "(install Docker or Podman, or name the binary)")
+
+    async def check_engine(self, cfg: SandboxConfig, timeout_s: float) -> str | None:
+        """``<engine> info``: None when the engine answers, else its error and the setting to change.
+
+        A missing daemon ("Cannot connect to the Docker daemon at unix:///var/run/docker.sock")
+        otherwise surfaces as one failed image build per trial, with nothing of the engine's
+        message in the row's first line, until the circuit breaker stops the run."""
+        binary = cfg.docker.engine
+        rc, out, err = await run_engine(binary, "info", timeout=timeout_s)
+        if rc == 0:
+            return None
+        said = (err.strip() or out.strip() or "(it printed nothing)").splitlines()
+        text = " ".join(line.strip() for line in said[-3:] if line.strip())[-600:]
+        name = Path(binary).name
+        other = "docker" if "podman" in name else "podman"
+        fix = f"sandbox.docker.engine={other}" + ("" if shutil.which(other) else f" once {other} is installed")
+        why = f"did not answer in {timeout_s:g} s" if rc == 124 else f"exited with code {rc}"
+        return (f"sandbox.docker.engine={binary!r} cannot run containers: `{binary} info` {why}: {text} "
+                f"(start the {name} service, or choose another engine: {fix})")
 
     def gc(self, cfg: SandboxConfig, is_run_alive: Callable[[str], bool], *, dry_run: bool = False) -> GcReport:
         return asyncio.run(gc_containers(cfg.docker.engine, is_run_alive, dry_run=dry_run))

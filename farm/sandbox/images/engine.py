@@ -59,7 +59,7 @@ async def engine(binary: str, *args: str, check: bool = True, timeout: float = 6
     except TimeoutError:
         raise SandboxStartError(_timed_out(binary, args, timeout), reason="engine") from None
     if check and rc != 0:
-        text = err.decode(errors="replace").strip()
+        text = err.decode(errors="replace").strip() or out.decode(errors="replace").strip() or "(no output)"
         reason = "image_pull" if args and args[0] == "run" and _pull_failed(text) else "engine"
         raise SandboxStartError(f"{binary} {' '.join(args[:2])} failed ({rc}): {text[-1500:]}", reason=reason)
     return out.decode(errors="replace")

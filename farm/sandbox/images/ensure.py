@@ -15,7 +15,7 @@ import hashlib
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,21 +54,27 @@ class EnsuredImage:
 
 async def ensure_image(binary: str, task: Task, policy: str, named: str | None, *, pull: str = "missing",
                        lock_dir: Path | None = None, scope: str | None = None,
-                       min_free_gb: float | None = None) -> EnsuredImage:
+                       min_free_gb: float | None = None, on_step: Callable[[str], None] | None = None) -> EnsuredImage:
     """Make the task's image present in the engine's local storage, following ``policy``.
 
     ``pull`` is ``sandbox.docker.pull``: ``never`` neither pulls nor lets a build pull its base
     (``--pull=never``); ``always`` pulls the named image even when present. ``scope`` and
-    ``min_free_gb``: see :func:`build_image`.
+    ``min_free_gb``: see :func:`build_image`. ``on_step`` hears which engine step runs now
+    (``podman pull``, ``podman build``): a start that stalls in one says which.
 
     Raises:
         SandboxStartError: ``image_pull`` (the named image is not present and cannot be pulled,
             and the policy does not build), ``image_build`` (the build failed or timed out).
     """
     plan = plan_image(task, policy, named)
+    step = on_step or (lambda _: None)
+    label = Path(binary).name
+    if plan.build and task.metadata.get("swebench"):
+        step(f"{label} build (instance base)")
     base_log = await build_bases(binary, task, policy, pull, lock_dir) if plan.build else ""
     pull_error = ""
     if plan.pull_first and plan.named:
+        step(f"{label} pull")
         got = await _present_or_pulled(binary, plan.named, pull, remember=plan.build)
         if isinstance(got, EnsuredImage):
             got.replay = plan.replay
@@ -76,6 +82,7 @@ async def ensure_image(binary: str, task: Task, policy: str, named: str | None, 
         pull_error = got
         if not plan.build:
             raise SandboxStartError(f"image {plan.named}: {pull_error}", reason="image_pull")
+    step(f"{label} build")
     built = await build_image(binary, task, pull=pull, lock_dir=lock_dir, after=pull_error, scope=scope,
                               min_free_gb=min_free_gb)
     if base_log:
@@ -229,10 +236,15 @@ async def build_image(binary: str, task: Task, *, pull: str = "missing", lock_di
         log = head + out + ("\n" if out and not out.endswith("\n") else "") + err
         facts = await inspect_image(binary, tag) if rc == 0 else None
         if facts is None:
+            said = (out + err).strip()
+            if not said:  # an empty tail tells nobody anything: say that the engine said nothing
+                log += f"(the engine printed nothing: `{binary} {' '.join(args)}` exited with code {rc})\n"
             step = failing_step(log) or "(no step started)"
             why = "timed out" if rc == 124 else f"exited with code {rc}"
+            # the engine's last words in the first line: the breaker and the summaries show only that
+            last = said.splitlines()[-1].strip()[:300] if said else "the engine printed nothing"
             msg = (f"task {task.task_id}: building {dockerfile} as {tag} {why} after {build_s:.0f} s at "
-                   f"step {step}; log tail:\n{log[-2500:]}")
+                   f"step {step}: {last}; log tail:\n{log[-2500:]}")
             _failed_builds[tag] = msg
             if marker is not None:
                 marker.write_text(msg)

@@ -244,8 +244,10 @@ class LocalSandbox(ChannelSandboxMixin):
         self.stats.image = plan.provenance
         self._started = True
         try:
+            self.stats.note_step("bwrap launch")
             await self._launch(plan.env, steps, plan.tops, python_env=plan.python_env)
             if plan.python_env:
+                self.stats.note_step("python env")
                 await self._make_python_env()
             await replay_build_steps(self, self.task, steps)
         except BaseException as e:
@@ -344,6 +346,7 @@ class LocalSandbox(ChannelSandboxMixin):
         self.channel = Channel(self.proc.stdout, self.proc.stdin,  # type: ignore[arg-type]
                                name=f"sandbox {self.task.task_id}", describe_loss=self._describe_loss)
         self.channel.start()
+        self.stats.note_step("agent ping")
         try:
             pong = await self.channel.request("ping", timeout=PING_TIMEOUT_S)
             self.stats.isolation = pong.get("agent_isolation") if isinstance(pong, dict) else None

@@ -135,12 +135,18 @@ class RelaySandbox(ChannelSandboxMixin):
     def label(self) -> str:
         return f"{self.backend} sandbox {self.name}"
 
+    @property
+    def step_label(self) -> str:
+        """What the start's steps are prefixed with in the progress line (the engine's name)."""
+        return self.backend
+
     async def start(self) -> None:
         if self._phase != "new":
             raise SandboxError(f"{self.name}: start() called twice")
         self._phase = "start"
         t0 = time.monotonic()
         try:
+            self.stats.note_step(f"{self.step_label} image")  # a backend names its pull or build itself
             self.image = await self._ensure_image()  # refused or built before any container exists
         except BaseException as e:
             self._phase = "closed"
@@ -160,10 +166,12 @@ class RelaySandbox(ChannelSandboxMixin):
             limit = self._start_timeout_s()
             try:
                 async with asyncio.timeout(limit):
+                    self.stats.note_step(f"{self.step_label} create")
                     await self._create()
                     budget, keepalive_s = self._stream_policy()
                     self.channel = ReconnectingChannel(self._open_stream, name=self.label, budget=budget,
                                                        alive=self._why_dead, keepalive_s=keepalive_s)
+                    self.stats.note_step("agent ping")
                     await self.channel.connect()
                     pong = await self.channel.request("ping", {}, timeout=60)
             except TimeoutError as e:
