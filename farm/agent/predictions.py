@@ -32,7 +32,7 @@ from farm.errors import ConfigError
 INSTANCE_ID, MODEL, PATCH = "instance_id", "model_name_or_path", "model_patch"
 RESULT_DIR = "/tmp/.farm-prediction"
 APPLIED_PATH = f"{RESULT_DIR}/applied"  # the command that applied the patch; absent: none did
-OUTPUT_PATH = f"{RESULT_DIR}/output.txt"  # what the last command tried printed
+OUTPUT_PATH = f"{RESULT_DIR}/output.txt"  # what the last command tried printed (apply_command's names)
 
 
 @dataclass(frozen=True)
@@ -166,13 +166,15 @@ def harness_apply() -> tuple[list[str], str]:
     return list(GIT_APPLY_CMDS), DOCKER_PATCH
 
 
-def apply_command() -> str:
-    """One shell command: the harness's apply commands in order on its patch path, run in the
-    task's workdir (the Bash tool's), stopping at the first that succeeds. A subshell, so that
-    ``exit`` ends only it under a tool that keeps one shell for every call."""
-    commands, patch = harness_apply()
+def apply_command(patch: str | None = None, result_dir: str = RESULT_DIR) -> str:
+    """One shell command: the harness's apply commands in order on ``patch`` (default: its own
+    path), run in the task's workdir (the Bash tool's), stopping at the first that succeeds; which
+    one did goes to ``result_dir``/applied. A subshell, so that ``exit`` ends only it under a tool
+    that keeps one shell for every call."""
+    commands, default = harness_apply()
+    patch = patch or default
     cmds = " ".join(shlex.quote(c) for c in commands)
-    d, applied, out = shlex.quote(RESULT_DIR), shlex.quote(APPLIED_PATH), shlex.quote(OUTPUT_PATH)
+    d, applied, out = (shlex.quote(p) for p in (result_dir, f"{result_dir}/applied", f"{result_dir}/output.txt"))
     return (f"( mkdir -p {d} && rm -f {applied}; for c in {cmds}; do "
             f"if $c {shlex.quote(patch)} > {out} 2>&1; then cat {out}; echo \">>>>> Applied Patch ($c)\"; "
             f"printf '%s\\n' \"$c\" > {applied}; exit 0; fi; cat {out}; "

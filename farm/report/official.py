@@ -25,11 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from farm.errors import ConfigError
-from farm.report.data import RunData, latest_attempts
+from farm.report.data import GRADED, RunData, latest_attempts
 
 # the per-run report's id lists: which official verdict each stands for (None: no verdict)
 REPORT_LISTS = {"resolved_ids": "resolved", "unresolved_ids": "unresolved", "error_ids": "unresolved",
                 "empty_patch_ids": "unresolved", "incomplete_ids": None}
+
+
+FARM_VERDICTS = GRADED  # the statuses that are a verdict on the patch
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,8 @@ def load_official(path: str | Path) -> Official:
             verdict[iid], reason[iid] = None, "submitted_ids only"
     elif "resolved" in data:
         form = "leaderboard"
-        lists = {k: ("resolved" if k == "resolved" else "unresolved") for k, v in data.items() if isinstance(v, list)}
+        lists = {k: ("resolved" if k == "resolved" else "unresolved") for k, v in data.items()
+                 if isinstance(v, list) or k == "resolved"}
     else:
         raise ConfigError(f"{where}: neither a leaderboard results.json (a 'resolved' list) nor a harness run "
                           f"report ('resolved_ids'); keys: {sorted(data)[:10]}")
@@ -102,7 +106,7 @@ class Pair:
 
     @property
     def comparable(self) -> bool:
-        return self.farm in ("resolved", "unresolved", "model_error") and self.official is not None
+        return self.farm in FARM_VERDICTS and self.official is not None
 
     @property
     def agree(self) -> bool | None:
@@ -122,8 +126,8 @@ class Agreement:
     def counts(self) -> dict[str, int]:
         c: Counter[str] = Counter()
         for p in self.pairs:
-            if not p.comparable:
-                c["farm not graded" if p.official is not None else "no official verdict"] += 1
+            if not p.comparable:  # farm's own failure first: it is the one to act on
+                c["farm not graded" if p.farm not in FARM_VERDICTS else "no official verdict"] += 1
             else:
                 c[f"farm {'resolved' if p.farm == 'resolved' else 'unresolved'}, "
                   f"official {p.official}"] += 1
