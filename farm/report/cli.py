@@ -67,7 +67,7 @@ def print_and_render(
     if official_verdicts is not None:
         agreed = agreement(runs[0], official_verdicts)
         for line in agreement_lines(agreed):
-            console.print(line, highlight=False, soft_wrap=True)
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
         if out_dir:
             console.print(f"official agreement written to {', '.join(str(p) for p in agreed.write(Path(out_dir)))}")
     if sinks:  # the same content and figures the report renders (farm/report/sinks.py)
