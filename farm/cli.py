@@ -1,4 +1,4 @@
-"""The `farm` command: run, report, tasks, images, validate, serve, gc.
+"""The `farm` command: run, grade, report, tasks, images, validate, serve, gc.
 
 Every subcommand takes config overrides as trailing ``key=value`` words (``benchmark=builtin``,
 ``run.seeds=3``). Errors farm raises on purpose are printed as one line naming the field and
@@ -27,7 +27,12 @@ err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 def _cfg(args: argparse.Namespace) -> FarmConfig:
     strict = ["benchmark.strict=true"] if getattr(args, "strict", False) else []
-    return load_config(list(args.overrides) + strict, config_file=getattr(args, "config", None))
+    overrides = list(args.overrides)
+    if getattr(args, "command", None) == "grade":  # `farm run agent=predictions agent.predictions=FILE ...`
+        from farm.run.predictions import grade_overrides
+
+        overrides = grade_overrides(args.predictions_file, overrides)
+    return load_config(overrides + strict, config_file=getattr(args, "config", None))
 
 
 EXIT_OK, EXIT_CONFIG, EXIT_PREFLIGHT, EXIT_INFRA, EXIT_BREAKER, EXIT_STORE = 0, 2, 3, 4, 5, 6
@@ -55,11 +60,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from farm.run.driver import run_experiment
     from farm.run.progress import RunProgress
     from farm.run.stop import stop_on_sigterm
+    from farm.run.summary_line import summary_line
 
     cfg = _cfg(args)
-    from farm.config import require_endpoint
+    from farm.run.predictions import require_inputs
 
-    require_endpoint(cfg)  # before loading tasks or starting anything: one line naming the fix
+    require_inputs(cfg)  # before loading tasks or starting anything: one line naming the fix
     loaded = None
     if not cfg.experiment.benchmarks:  # several benchmarks: the driver loads them and logs their failures
         from farm.tasks.benchmark import load_benchmark_report
@@ -89,17 +95,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         err_console.print("[bold red]stopped by SIGTERM:[/] the sandboxes this run started are stopped; finished "
                           "trials are stored (re-run the same command to resume)", highlight=False, soft_wrap=True)
         return EXIT_TERM
-    console.print(
-        f"run [bold]{summary.run_id}[/] (config {summary.config_hash}): {summary.planned} trials planned, "
-        f"{summary.skipped} already finished, {summary.executed_attempts} attempts now "
-        f"({summary.retried} retries) in {summary.wall_s:.1f}s; store {summary.store_uri}"
-        + (f"; {summary.refused} not run (the task cannot run here: see the report)"
-           if summary.refused else "")
-        + (f"; answered by {_answered(summary.served)}" if summary.served else "")
-        + (f"; at most {_peaks(summary.peak_phases)} at once" if summary.peak_phases else "")
-        + (f"; {summary.lost} attempts an earlier invocation started and never recorded are now infra_error "
-           "attempt_lost" if summary.lost else "")
-    )
+    console.print(summary_line(summary))
     _print_report(cfg.store.uri, cfg.store.endpoint_url, cfg.store.region, [summary.run_id])
     if loaded is not None:
         from farm.tasks.cli import print_report
@@ -118,32 +114,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _peaks(peak: dict[str, int]) -> str:
-    """'2 queued for a start, 2 starting, 6 running, 1 grading': the run's worst start queue and load."""
-    return (f"{peak.get('waiting', 0)} queued for a start, {peak.get('starting', 0)} starting, "
-            f"{peak.get('running', 0)} running, {peak.get('grading', 0)} grading")
-
-
-def _answered(served: dict[str, str]) -> str:
-    """The model id(s) the preflight saw answer: one, or one per arm when they differ."""
-    ids = set(served.values())
-    return next(iter(ids)) if len(ids) == 1 else ", ".join(f"{a}={m}" for a, m in served.items())
-
-
-# -- report ----------------------------------------------------------------------------------
-def _print_report(uri: str, endpoint: str | None, region: str | None, run_ids: list[str],
-                  out: str | None = None, overrides: list[str] | None = None, claims_dir: str | None = None) -> None:
+def _print_report(uri: str, endpoint: str | None, region: str | None, run_ids: list[str], out: str | None = None,
+                  overrides: list[str] | None = None, claims_dir: str | None = None,
+                  official: str | None = None) -> None:
     from farm.report.cli import print_and_render, report_overrides
 
     print_and_render(uri, endpoint, region, run_ids, out_dir=out, console=console,
-                     overrides=report_overrides(overrides or []), claims_dir=claims_dir)
+                     overrides=report_overrides(overrides or []), claims_dir=claims_dir, official=official)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     cfg = _cfg(args)  # validates the overrides (a bad report.* value is an error naming it)
     uri = args.store or cfg.store.uri
     _print_report(uri, cfg.store.endpoint_url, cfg.store.region, [args.run, *args.compare], out=args.out,
-                  overrides=list(args.overrides), claims_dir=args.claims_dir)
+                  overrides=list(args.overrides), claims_dir=args.claims_dir, official=args.official)
     return 0
 
 
@@ -326,9 +310,12 @@ def cmd_leaf(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add(sub: Any, name: str, fn: Any, help: str, epilog: str | None = None) -> argparse.ArgumentParser:
-    """A command that takes config overrides and --config, as `farm run` does."""
+def _add(sub: Any, name: str, fn: Any, help: str, epilog: str | None = None,
+         first: tuple[str, str] | None = None) -> argparse.ArgumentParser:
+    """A command that takes config overrides and --config, as `farm run` does (``first``: a positional before them)."""
     sp = sub.add_parser(name, help=help, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if first:
+        sp.add_argument(first[0], help=first[1])
     sp.add_argument("overrides", nargs="*", help="config overrides: group=name or dotted.key=value")
     sp.add_argument("--config", help="a YAML file merged over the defaults (before the overrides)")
     sp.set_defaults(fn=fn)
@@ -340,6 +327,10 @@ def _run_commands(sub: Any) -> None:
     r = _add(sub, "run", cmd_run, "run an evaluation (resumes if the run exists)", epilog=RUN_EXIT_CODES)
     r.add_argument("--strict", action="store_true", help=STRICT_HELP)
     r.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    g = _add(sub, "grade", cmd_run, "grade a SWE-bench predictions file as a run (agent=predictions; default "
+             "benchmark=swebench-verified)", RUN_EXIT_CODES, ("predictions_file", "JSONL, JSON list or JSON by id"))
+    g.add_argument("--strict", action="store_true", help=STRICT_HELP)
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     pl = sub.add_parser("plan", help="forecast a full run's wall time, GPU- and pod-hours, tokens and cost from a "
                         "pilot run and a plan file (docs/scale.md)")
     pl.add_argument("run", nargs="?", help="pilot run id (omit: every benchmark needs a workload.<name> profile)")
@@ -355,6 +346,8 @@ def _run_commands(sub: Any) -> None:
     rep.add_argument("--store", help="store URI (default: store.uri of the config)")
     rep.add_argument("--out", help="directory for report.md / report.html / CSVs")
     rep.add_argument("--claims-dir", help="a directory of claims YAML files (same as report.claims_dir=DIR)")
+    rep.add_argument("--official", metavar="RESULTS_JSON", help="a SWE-bench harness results.json: both verdicts "
+                     "per instance, the agreement and the disagreements (with --out: official-agreement.csv/.json)")
     rep.add_argument("overrides", nargs="*", default=[])
     rep.add_argument("--config")
     rep.set_defaults(fn=cmd_report)

@@ -21,7 +21,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "sandbox.kubernetes.verifier_network": (None, "public", "no-network"),
     "sandbox.docker.capabilities": CAPABILITY_PROFILES,
     "sandbox.docker.pull": ("missing", "always", "never"),
-    "agent.name": ("auto", "leaf", "oracle", "nop", "scripted"),
+    "agent.name": ("auto", "leaf", "oracle", "nop", "scripted", "predictions"),
     "agent.tool_execution": ("sequential", "concurrent"),
     "agent.tokenizer": ("chat_template", "qwen", "tiktoken", "bytes"),
     "agent.truncation": ("head", "head_tail"),
@@ -84,6 +84,8 @@ def validate(cfg: FarmConfig) -> None:
                 raise ConfigError(f"invalid value {value!r} for '{key}': {must}")
     if cfg.agent.name == "scripted" and not cfg.agent.script:
         raise ConfigError("agent.name='scripted' needs agent.script=<file of assistant turns>")
+    if cfg.agent.name == "predictions" and not cfg.agent.predictions:
+        raise ConfigError("agent.name='predictions' needs agent.predictions=<a SWE-bench predictions file>")
     if cfg.agent.name == "leaf":
         # agent=leaf without an endpoint fails at load; agent=auto only where a run starts,
         # since `farm serve` loads the model presets without one (it is the endpoint)
@@ -117,7 +119,7 @@ def require_endpoint(cfg: FarmConfig) -> None:
             and (cfg.agent.name == "leaf" or cfg.model.name != ORACLE_MODEL):
         raise ConfigError(
             f"model {cfg.model.name!r} has no endpoint: pass model.base_url=<OpenAI-compatible URL> "
-            "or serve.enabled=true (or agent=oracle|nop|scripted for a policy run)"
+            "or serve.enabled=true (or agent=oracle|nop|scripted|predictions for a policy run)"
         )
 
 

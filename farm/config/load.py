@@ -59,6 +59,7 @@ HASHED_UNLESS_DEFAULT: dict[str, Any] = {
     "experiment.strict_overrides": list(STRICT_OVERRIDES),
     "agent.timeout_clock": "wall",  # farm/agent/loop.py: queue time credited back under "agent"
     "agent.timeout_multiplier": 1.0,  # farm/agent/loop.py time_budget_s: a longer budget measures another thing
+    "agent.predictions": None,  # agent=predictions: which file's patches are graded
     # the checkpoint pin (a preset that sets it measures a pinned checkpoint, said in its hash)
     "model.serving.revision": None,
     "model.serving.weights_sha256_prefix": None,

@@ -135,8 +135,11 @@ class AgentConfig:
     # "oracle": a model preset with no endpoint is a ConfigError naming the fix, never a silent
     # oracle run labelled with the preset's name. oracle / nop / scripted are local policy
     # endpoints (real HTTP servers) that the same Leaf loop talks to.
-    name: str = "auto"  # auto | leaf | oracle | nop | scripted
+    name: str = "auto"  # auto | leaf | oracle | nop | scripted | predictions
     script: Optional[str] = None  # YAML/JSON file of assistant turns for `scripted`
+    # a SWE-bench predictions file (JSONL, a JSON list, or a JSON object keyed by instance id)
+    # for `predictions`: each instance's model_patch applied as the harness does, then graded
+    predictions: Optional[str] = None
     max_steps: int = 150
     max_context_tokens: int = 131072
     max_total_time_s: Optional[float] = None  # None: the task's agent timeout

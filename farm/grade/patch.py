@@ -21,6 +21,7 @@ from farm.sandbox.base import Sandbox, SandboxClosedError, SandboxError, Sandbox
 
 PATCH_CAP = 64 << 20
 PATCH_PATH = "/tmp/.farm-agent.patch"
+CAPTURE_PATH = "/tmp/.farm-capture.patch"  # where a capture writes the diff before reading it back
 
 
 class PatchError(FarmError, RuntimeError):
@@ -105,17 +106,26 @@ async def capture_patch(sandbox: Sandbox, workdir: str, require_git: bool = True
         return ""
     wd = shlex.quote(workdir)
     against = f" {shlex.quote(base)}" if base else ""
+    # into a file, read back as bytes: command output is decoded as text on the way (a byte
+    # that is not UTF-8 would arrive as U+FFFD), a file arrives as it is
     cmd = (
         f"git -C {wd} add -A >/dev/null && {{ {_DROP_BASELINE.format(wd=wd, baseline=BASELINE)}; }} && "
-        f"git -C {wd} -c core.quotepath=off diff --cached --binary{against}; "
-        f"rc=$?; git -C {wd} reset -q --mixed HEAD >/dev/null 2>&1; exit $rc"
+        f"git -C {wd} -c core.quotepath=off diff --cached --binary{against} > {CAPTURE_PATH}; "
+        f"rc=$?; git -C {wd} reset -q --mixed HEAD >/dev/null 2>&1; [ $rc = 0 ] && wc -c < {CAPTURE_PATH}; exit $rc"
     )
-    res = await sandbox.exec(cmd, timeout_s=120, cwd="/", output_cap=PATCH_CAP)
+    res = await sandbox.exec(cmd, timeout_s=120, cwd="/")
     if res.exit_code != 0 or res.timed_out:
         raise PatchError(f"git diff failed (exit {res.exit_code}): {res.stderr[-500:]}")
-    if res.truncated:
+    if int(res.stdout.strip() or 0) > PATCH_CAP:
         raise PatchError(f"patch larger than {PATCH_CAP} bytes")
-    return res.stdout
+    try:
+        data = await sandbox.read_file(CAPTURE_PATH)
+    except OSError as exc:
+        raise PatchError(f"the captured patch could not be read back from {CAPTURE_PATH}: {exc}") from exc
+    await sandbox.exec(f"rm -f {CAPTURE_PATH}", timeout_s=30, cwd="/")
+    # bytes that are not UTF-8 ride as surrogate escapes; every writer encodes them back
+    # (apply_patch, the trial's patch.diff artifact) with errors="surrogateescape"
+    return data.decode("utf-8", errors="surrogateescape")
 
 
 async def apply_patch(sandbox: Sandbox, workdir: str, patch: str) -> tuple[bool, str]:

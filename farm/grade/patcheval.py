@@ -184,7 +184,8 @@ async def grade(
             output = f"farm: the patch changes the grader's file(s) {', '.join(changed)}; refused, not applied\n"
             return PatchEvalVerdict(resolved=False, reward=0.0, exit_code=1, timed_out=False, output=output,
                                     failure_type="apply_fail", verify_s=time.monotonic() - t0)
-        await sandbox.write_file(FIX_PATCH, with_trailing_newline(patch).encode("utf-8"), 0o644)
+        data = with_trailing_newline(patch).encode("utf-8", errors="surrogateescape")
+        await sandbox.write_file(FIX_PATCH, data, 0o644)
         res = await sandbox.exec(GRADE_COMMAND, timeout_s=task.verifier_timeout_s, cwd=WORKSPACE,
                                  merge_stderr=True)
     finally:

@@ -6,6 +6,10 @@ or built from its Dockerfile on the real base image. Two row columns say otherwi
 from ``make images``) and ``image_unfaithful`` (``sandbox.local.allow_any_image``: the task's
 image or build steps were not used). Any such trial turns into a warning line here, counted per
 run, so that neither kind of score can be quoted as a benchmark result by mistake.
+
+A run grading a predictions file (``agent=predictions``) also says how many selected instances
+the file had no prediction for: they were not run, so the score's denominator is the instances
+graded, not the benchmark (the harness's ``submitted`` versus ``total``).
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ from farm.report.data import RunData, latest_attempts
 
 STANDIN = "standin"
 UNFAITHFUL = "unfaithful"
+PREDICTIONS = "predictions"
 
 
 @dataclass(frozen=True)
 class Caveat:
-    kind: str  # standin | unfaithful
+    kind: str  # standin | unfaithful | predictions
     run_id: str
     trials: int  # trials (latest attempt each) of the run carrying the mark
     of: int  # all trials of the run with a row
@@ -31,6 +36,10 @@ class Caveat:
     def text(self) -> str:
         shown = ", ".join(self.tasks[:5]) + (f", … ({len(self.tasks)} in all)" if len(self.tasks) > 5 else "")
         where = f" (tasks: {shown})" if shown else ""
+        if self.kind == PREDICTIONS:
+            return (f"Missing predictions: {self.trials} of the {self.of} selected instances of run {self.run_id} "
+                    f"have no prediction in the file and were not run{where.replace('tasks: ', 'instances: ')}; "
+                    "the score is over the instances graded.")
         if self.kind == STANDIN:
             return (f"Stand-in base images: {self.trials} of {self.of} trials of run {self.run_id} were built "
                     f"on a farm stand-in base image (`make images`: Debian roots tagged with the tasks' "
@@ -52,3 +61,20 @@ def image_caveats(runs: list[RunData]) -> list[Caveat]:
                 tasks = tuple(sorted({str(r["task_id"]) for r in marked if r.get("task_id")}))
                 out.append(Caveat(kind, run.run_id, len(marked), len(rows), tasks))
     return out
+
+
+def predictions_caveats(runs: list[RunData]) -> list[Caveat]:
+    """One caveat per run of a predictions file that left selected instances out (run.json's
+    ``predictions``, farm/run/predictions.py)."""
+    out = []
+    for run in runs:
+        info = run.meta.get("predictions") or {}
+        if info.get("missing"):
+            out.append(Caveat(PREDICTIONS, run.run_id, int(info["missing"]), int(info.get("selected") or 0),
+                              tuple(info.get("missing_ids") or ())))
+    return out
+
+
+def run_caveats(runs: list[RunData]) -> list[Caveat]:
+    """Every warning the report shows above its numbers."""
+    return image_caveats(runs) + predictions_caveats(runs)

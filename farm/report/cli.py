@@ -10,6 +10,7 @@ from farm.errors import StoreError
 from farm.report import render
 from farm.report.claims import load_claims
 from farm.report.data import load_run
+from farm.report.official import agreement, agreement_lines, load_official
 from farm.report.plots import all_figures
 from farm.report.sinks import parse_sinks, send
 from farm.report.summary import summary_table
@@ -31,18 +32,21 @@ def report_overrides(overrides: list[str]) -> dict[str, str]:
 def print_and_render(
     uri: str, endpoint: str | None, region: str | None, run_ids: list[str],
     out_dir: str | None = None, console: Console | None = None, overrides: dict[str, str] | None = None,
-    claims_dir: str | None = None,
+    claims_dir: str | None = None, official: str | None = None,
 ) -> None:
     """Print each run's summary table; with ``out_dir``, also write the full report there.
 
     ``overrides`` (``report.*`` keys without the prefix) and ``claims_dir`` win over what the
-    first run stored."""
+    first run stored. ``official``: a SWE-bench harness results.json, whose verdicts are set
+    beside the first run's (farm/report/official.py), printed and, with ``out_dir``, written as
+    official-agreement.csv / .json."""
     console = console or Console()
     store = ResultStore.open(uri, endpoint, region, create=False)
     for run_id in run_ids:
         if store.read_run_meta(run_id) is None:
             raise StoreError(f"no run {run_id!r} in {uri} (known: {store.list_runs()[:20]})")
     runs = [load_run(store, r) for r in run_ids]
+    official_verdicts = load_official(official) if official else None  # a bad file fails before any output
     stored = dict(runs[0].config.get("report") or {})
     merged = {**stored, **(overrides or {})}
     if claims_dir:
@@ -60,6 +64,12 @@ def print_and_render(
         paths = render.write_report(content, Path(out_dir), figures)
         console.print(f"report written to {paths.markdown.parent}: {paths.markdown.name}, {paths.html.name}, "
                       f"{len(paths.csv)} CSV tables, {len(paths.figures)} plots")
+    if official_verdicts is not None:
+        agreed = agreement(runs[0], official_verdicts)
+        for line in agreement_lines(agreed):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        if out_dir:
+            console.print(f"official agreement written to {', '.join(str(p) for p in agreed.write(Path(out_dir)))}")
     if sinks:  # the same content and figures the report renders (farm/report/sinks.py)
         for name, where in send(content, figures, sinks).items():
             console.print(f"report sent to {name}: {where}", highlight=False, soft_wrap=True)

@@ -119,8 +119,12 @@ def group_model(row: dict[str, Any], default_model: str) -> str:
 
     A farm policy's rows (oracle / nop / scripted) are grouped under the policy, a model's rows
     under the configured model id (``model_preset``, which the preflight checked the endpoint
-    serves); rows of runs stored before provenance columns existed keep their ``model``."""
+    serves), a predictions file's under the model the file names (``model``: the submission is
+    scored, not the policy replaying it); rows of runs stored before provenance columns existed
+    keep their ``model``."""
     policy = row.get("policy")
+    if policy == "predictions":
+        return row.get("model") or default_model
     if policy and policy != "leaf":
         return str(policy)
     if policy == "leaf" and row.get("model_preset"):
@@ -134,6 +138,10 @@ def provenance(rows: list[dict[str, Any]]) -> str:
     predate the policy column."""
     parts = []
     for policy in sorted({r["policy"] for r in rows if r.get("policy")}):
+        if policy == "predictions":  # the model wrote the patches, farm's policy applied them
+            named = sorted({str(r["model"]) for r in rows if r.get("policy") == policy and r.get("model")})
+            parts.append(f"predictions · {', '.join(named) or 'no model named'}")
+            continue
         if policy != "leaf":
             parts.append(policy)
             continue

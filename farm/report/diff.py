@@ -44,7 +44,7 @@ SELECTION_KEYS = ("benchmark.task_ids", "benchmark.limit", "benchmark.sample", "
 GRADER_SECTION = "grade"
 # Row columns that say what actually ran; compared when both rows have a value. The content
 # hashes catch a file changed under the same path (the config holds only the path): the
-# scripted policy's agent.script, the system prompt and the tool list the model was shown.
+# scripted policy's agent.script (or the predictions file), the system prompt and the tool list the model was shown.
 ROW_PROVENANCE = ("policy", "model", "image", "image_id", "dataset_revision", "agent_script_sha256",
                   "system_prompt_sha256", "tools_sha256")
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from farm.report.caveats import image_caveats
+from farm.report.caveats import run_caveats
 from farm.report.claims import load_claims
 from farm.report.data import RunData
 from farm.report.main_table import MAIN
@@ -103,7 +103,7 @@ def _first_and_rest(c: ReportContent) -> tuple[list[Table], list[Table]]:
 
 def render_markdown(c: ReportContent, figures: list[tuple[str, str, bytes]], generated: str) -> str:
     lines = ["# farm report", "", f"Generated {generated}.", "", prompt_line(c.runs), "", tool_rules_line(c.runs), ""]
-    caveats = image_caveats(c.runs)
+    caveats = run_caveats(c.runs)
     if caveats:
         lines += ["## Warnings", ""] + [f"> **Warning.** {cv.text}" for cv in caveats] + [""]
     first, rest = _first_and_rest(c)
@@ -153,7 +153,7 @@ def _html_table(t: Table) -> str:
 
 
 def _html_warnings(c: ReportContent) -> list[str]:
-    caveats = image_caveats(c.runs)
+    caveats = run_caveats(c.runs)
     if not caveats:
         return []
     return ["<h2>Warnings</h2>"] + [f'<p class="warning"><b>Warning.</b> {html.escape(cv.text)}</p>' for cv in caveats]

@@ -15,7 +15,7 @@ from rich.console import Group as RichGroup
 from rich.markup import escape
 from rich.table import Table
 
-from farm.report.caveats import image_caveats
+from farm.report.caveats import run_caveats
 from farm.report.claims import ClaimsRegistry, load_claims
 from farm.report.data import RunData
 from farm.report.layout import fmt, fmt_ci
@@ -110,7 +110,7 @@ def summary_table(run: RunData, registry: ClaimsRegistry | None = None,
     # trials that needed a second agent run, and whether they score like the rest (farm/report/retries.py)
     error_lines += [escape(f"re-run trials, {r.benchmark} · {r.arm}: {retry_line(r)}")
                     for r in retry_rows(groups) if retry_line(r)]
-    warnings = error_lines + [f"[bold yellow]warning:[/bold yellow] {escape(cv.text)}" for cv in image_caveats([run])]
+    warnings = error_lines + [f"[bold yellow]warning:[/bold yellow] {escape(cv.text)}" for cv in run_caveats([run])]
     if not main:
         warnings.insert(0, "no trials")
     if warnings:

@@ -39,6 +39,7 @@ from farm.errors import ConfigError, StoreError, StoreWriteError
 from farm.run.endpoint import PreflightError
 from farm.run.order import order_trials, store_priors
 from farm.run.plan import ResumeState, TrialSpec, build_plan, resume
+from farm.run.predictions import plan_model, restrict, run_predictions
 from farm.run.preflight import (
     Refusal,
     check_backends,
@@ -145,8 +146,10 @@ def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
     return [] if a == b else [f"{prefix[:-1]}: {a!r} -> {b!r}"]
 
 
-def open_run(cfg: FarmConfig, store: ResultStore, run_id: str, plan: list[TrialSpec]) -> dict[str, Any]:
-    """Create the run's metadata, or check that an existing run has the same config."""
+def open_run(cfg: FarmConfig, store: ResultStore, run_id: str, plan: list[TrialSpec],
+             extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Create the run's metadata (with ``extra``: what the run knows beyond its config, such as
+    the predictions it grades), or check that an existing run has the same config."""
     chash = config_hash(cfg)
     meta = store.read_run_meta(run_id)
     if meta is not None:
@@ -166,6 +169,7 @@ def open_run(cfg: FarmConfig, store: ResultStore, run_id: str, plan: list[TrialS
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "farm_version": farm.__version__,
         "arms": [name for name, _ in arms_of(cfg)],
+        **(extra or {}),
     }
     # the plan first, run.json last: run.json is what makes a run exist for a reader and for
     # resume, so a run interrupted between the two is simply opened again
@@ -190,13 +194,15 @@ async def run_experiment(
     warn_unless_vendor_prompt(arms, cfg.experiment.name)  # once per run, before anything starts
     require_arm_endpoints(cfg, arms)  # the endpoint check, once per arm
     tasks = tasks if tasks is not None else load_tasks(cfg)
+    extra: dict[str, Any] = {}
+    if (preds := run_predictions(arms)) is not None:  # only the instances the file has are run
+        tasks, extra["predictions"] = restrict(tasks, preds)
     run_id = derive_run_id(cfg)
     # the plan labels each arm with what will answer: the model id for a model, else the policy
     arm_cfg = dict(arms)
-    plan = build_plan(run_id, tasks, cfg.run.seeds,
-                      [(name, a.model.name if resolved_agent(a) == "leaf" else resolved_agent(a)) for name, a in arms],
+    plan = build_plan(run_id, tasks, cfg.run.seeds, [(name, plan_model(a)) for name, a in arms],
                       runs_on=lambda arm, bench: runs_on(arm_cfg[arm], arm, bench))  # an arm's benchmarks only
-    store = _open_store(cfg, run_id, plan)
+    store = _open_store(cfg, run_id, plan, extra)
     trial_cfg = Resolver(arm_cfg)  # + experiment.per_benchmark: the vendor's budgets differ by benchmark
     arm_hash = {name: config_hash(a) for name, a in arms}
     by_task = {(t.benchmark, t.task_id): t for t in tasks}
@@ -262,7 +268,7 @@ def lost_attempts(plan: list[TrialSpec], trials: Any, admitted: set[tuple[str, i
     return out
 
 
-def _open_store(cfg: FarmConfig, run_id: str, plan: list[TrialSpec]) -> ResultStore:
+def _open_store(cfg: FarmConfig, run_id: str, plan: list[TrialSpec], extra: dict[str, Any]) -> ResultStore:
     """The run's store, with the run's metadata and plan written (or checked, on resume).
 
     Raises:
@@ -272,7 +278,7 @@ def _open_store(cfg: FarmConfig, run_id: str, plan: list[TrialSpec]) -> ResultSt
     try:
         store = ResultStore.open(cfg.store.uri, cfg.store.endpoint_url, cfg.store.region,
                                  retry_budget_s=cfg.store.retry_budget_s, request_timeout_s=cfg.store.request_timeout_s)
-        open_run(cfg, store, run_id, plan)
+        open_run(cfg, store, run_id, plan, extra)
         if cfg.run.preflight:
             store.write_heartbeat(run_id, {"host": socket.gethostname(), "pid": os.getpid(), "preflight": True})
     except StoreWriteError:

@@ -51,12 +51,18 @@ TOOL_ERROR: ExitReason = "tool_error"
 # a *graded* row whose patch was captured only after the agent's leftover processes were killed
 # (they held the pids farm needs: a fork storm of the agent's own)
 CAPTURE_AFTER_KILL = "patch_capture_after_kill"
+# *unresolved* rows of agent=predictions whose patch the verifier never saw, as the harness
+# counts them: the file's model_patch is empty (its empty_patch_ids: not run), or none of the
+# harness's apply commands applied it (its "Patch Apply Failed": an error, never resolved)
+PREDICTION_EMPTY = "prediction_empty"
+PREDICTION_NOT_APPLIED = "prediction_not_applied"
 # ``task_unsupported:<reason>``: a property of the task (its files, its image), not a hiccup;
 # recorded once, never retried
 UNSUPPORTED = "task_unsupported"
 # reasons of task_unsupported the trial finds itself (the backends and the preflight name others)
 HISTORY_STRIP = "history_strip"
 NO_SOLUTION = "no_solution"
+NO_PREDICTION = "no_prediction"
 
 # Agent exit reasons that mean the infrastructure (endpoint, sandbox transport) failed.
 INFRA_EXIT_REASONS: frozenset[ExitReason] = frozenset({LLM_QUERY_ERROR, TOOL_ERROR})
@@ -71,7 +77,7 @@ NOT_RETRYABLE = frozenset({f"{SANDBOX_START}:image_build", f"{SANDBOX_START}:bui
                            f"{SANDBOX_START}:python_env", VERIFIER_SETUP, VERIFIER_CACHE})
 
 # policies farm answers itself, through a real HTTP server per process (farm/agent/policies)
-LOCAL_POLICIES = ("oracle", "nop", "scripted")
+LOCAL_POLICIES = ("oracle", "nop", "scripted", "predictions")
 
 
 @dataclass
@@ -124,11 +130,13 @@ def base_row(spec: TrialSpec, attempt: int, cfg: FarmConfig, task: Task, uid: st
              chash: str | None = None, serving: ServingFacts | None = None) -> TrialResult:
     """The row an attempt starts from; ``serving`` is what the driver asked the arm's endpoint
     (farm/run/serving_facts.py), else what the config alone says."""
-    # model stays null until the endpoint answers: a row never names a model that did not answer
+    # model stays null until the endpoint answers: a row never names a model that did not answer;
+    # a prediction's model is the file's, which the plan carries (farm/run/predictions.py plan_model)
     policy = resolved_agent(cfg)
     row = TrialResult(
         run_id=spec.run_id, trial_key=spec.trial_key, benchmark=spec.benchmark, task_id=spec.task_id,
-        seed=spec.seed, arm=spec.arm, attempt=attempt, model=None, status="infra_error",
+        seed=spec.seed, arm=spec.arm, attempt=attempt, model=spec.model if policy == "predictions" else None,
+        status="infra_error",
         policy=policy, model_preset=cfg.model.name, endpoint_origin=endpoint_origin(cfg),
         endpoint=None if policy in LOCAL_POLICIES else host_port(cfg.model.base_url),
         grading_mode=cfg.grade.mode, image=task.environment.image, sandbox_backend=cfg.sandbox.backend,
@@ -153,12 +161,15 @@ def ended_row(row: TrialResult, error_class: str, error: str) -> TrialResult:
 
 
 def script_sha256(cfg: FarmConfig) -> str | None:
-    """The content hash of the scripted policy's ``agent.script``; None for any other policy, or
-    when the file cannot be read (the policy server then fails with the file's own error)."""
-    if resolved_agent(cfg) != "scripted" or not cfg.agent.script:
+    """The content hash of the file that drives a farm policy: the scripted policy's
+    ``agent.script``, the predictions policy's ``agent.predictions``; None for any other policy,
+    or when the file cannot be read (the policy then fails with the file's own error)."""
+    policy = resolved_agent(cfg)
+    path = cfg.agent.script if policy == "scripted" else cfg.agent.predictions if policy == "predictions" else None
+    if not path:
         return None
     try:
-        return hashlib.sha256(Path(cfg.agent.script).expanduser().read_bytes()).hexdigest()
+        return hashlib.sha256(Path(path).expanduser().read_bytes()).hexdigest()
     except OSError:
         return None
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from farm.agent.predictions import Prediction
 from farm.agent.trajectory import Trajectory
 from farm.config import FarmConfig
 from farm.errors import FarmError
@@ -31,6 +32,7 @@ from farm.grade.patch import PatchError, capture_freeing_pids, head_commit, reco
 from farm.run.attribution import AGENT, EXIT_REASONS, SANDBOX_LIMIT, attribute_loss, last_command, loss_message
 from farm.run.endpoint import host_port
 from farm.run.plan import TrialSpec
+from farm.run.predictions import apply_outcome, prediction_for, stage_prediction
 from farm.run.rows import (
     CAPTURE_AFTER_KILL,
     HISTORY_STRIP,
@@ -38,8 +40,11 @@ from farm.run.rows import (
     INTERNAL_ERROR,
     LOCAL_POLICIES,
     MODEL_ERROR,
+    NO_PREDICTION,
     NO_SOLUTION,
     PATCH_CAPTURE,
+    PREDICTION_EMPTY,
+    PREDICTION_NOT_APPLIED,
     SANDBOX_LOST,
     TrialOutcome,
     agent_error_class,
@@ -84,6 +89,7 @@ class _Attempt:
     used: list[Sandbox] = field(default_factory=list)  # for cleanup and accounting
     # ~/.local/bin's uv, uvx and env before the agent's first step (with a verifier cache)
     image_tools: dict[str, str] | None = None
+    prediction: Prediction | None = None  # agent=predictions: the file's entry for this task
     t0: float = field(default_factory=time.monotonic)
 
     def finish(self, status: str, error_class: str | None = None, error: str | None = None) -> TrialOutcome:
@@ -155,6 +161,14 @@ async def run_trial(
     att = _Attempt(spec, task, cfg, attempt, policy, row, should_strip(task, cfg.benchmark.strip_history), gate)
     factory = functools.partial(sandbox_factory, run_id=spec.run_id, trial_key=spec.trial_key, attempt=attempt)
     try:
+        if policy == "predictions":
+            att.prediction = prediction_for(cfg, task.task_id)
+            if att.prediction is None:  # the plan holds only the file's instances: a file changed under the run
+                raise _TaskUnsupported(NO_PREDICTION, f"{cfg.agent.predictions} has no prediction for {task.task_id}")
+            row.model = att.prediction.model  # the model that wrote the patch; farm only replays it
+            if not att.prediction.patch:  # the harness does not run these either (its empty_patch_ids)
+                return att.finish("unresolved", PREDICTION_EMPTY, "the prediction's model_patch is empty: not applied, "
+                                  "not graded (the harness counts it as an empty patch)")
         return await _conduct(att, factory, base_url)
     except _TaskUnsupported as exc:
         return att.finish("infra_error", unsupported_class(exc.reason), str(exc))
@@ -205,6 +219,12 @@ async def _conduct(att: _Attempt, factory: SandboxFactory, base_url: str) -> Tri
         return att.finish("infra_error", cls, traj.error)
     if traj.exit_reason == "model_error":
         return att.finish("model_error", MODEL_ERROR, traj.error)
+    if att.prediction is not None:
+        att.artifacts["prediction.diff"] = att.prediction.patch_bytes()
+        applied, output = await apply_outcome(sandbox)
+        att.artifacts["prediction-apply.txt"] = output.encode("utf-8", errors="surrogateescape")
+        if not applied:  # the model's outcome: the harness never runs the tests of such a patch
+            return att.finish("unresolved", PREDICTION_NOT_APPLIED, _not_applied(output))
 
     att.gate.phase(row.attempt_uid, "grading")  # the patch capture is the first step of grading
     try:
@@ -295,6 +315,8 @@ async def _prepare(att: _Attempt, sandbox: Sandbox, repo: str) -> str | None:
         if task.solution_dir is None:
             raise _TaskUnsupported(NO_SOLUTION, f"task {task.task_id} ships no solution/solve.sh")
         await sandbox.upload(task.solution_dir, "/solution")
+    if att.prediction is not None:
+        await stage_prediction(sandbox, att.prediction)
     return base
 
 
@@ -320,7 +342,8 @@ async def _run_agent(att: _Attempt, sandbox: Sandbox, base_url: str) -> Trajecto
     try:
         traj = await run_agent(task, sandbox, llm, agent_cfg, session_id=spec.trial_key, on_step=on_step)
     finally:
-        row.model = ",".join(llm.served_models) or None
+        # a prediction's row names the model that wrote the patch, not the policy replaying it
+        row.model = att.prediction.model if att.prediction else (",".join(llm.served_models) or None)
         close = getattr(llm, "aclose", None) or getattr(llm, "close", None)
         if close is not None:
             res = close()
@@ -330,6 +353,11 @@ async def _run_agent(att: _Attempt, sandbox: Sandbox, base_url: str) -> Trajecto
         s.attempt_uid = row.attempt_uid
     fill_agent_counters(row, traj)
     return traj
+
+
+def _not_applied(output: str) -> str:
+    tail = " ".join(output.strip().splitlines()[-4:])[-400:]
+    return f"the prediction's patch did not apply with any of the harness's commands: {tail or 'no output'}"
 
 
 def _failed(att: _Attempt, exc: Exception) -> TrialOutcome:

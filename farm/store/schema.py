@@ -32,6 +32,7 @@ class TrialResult:
     attempt: int
     # the model id the endpoint answered with (response.model); null when no answer came
     # back, so no row claims a model that did not answer. The configured name is model_preset.
+    # policy=predictions: the file's model_name_or_path (the model wrote the patch; farm replays it)
     model: str | None
     # outcome
     status: str  # one of STATUSES
@@ -92,11 +93,12 @@ class TrialResult:
     agent_compat: str | None = None
     system_prompt_sha256: str | None = None
     tools_sha256: str | None = None
-    # sha256 of the scripted policy's agent.script file (farm/run/rows.py): a script changed
-    # under the same path is another agent, which the config's path does not show (farm diff)
+    # sha256 of the file that drives a farm policy (farm/run/rows.py): the scripted policy's
+    # agent.script, the predictions policy's agent.predictions. A file changed under the same
+    # path is another agent, which the config's path does not show (farm diff)
     agent_script_sha256: str | None = None
     # provenance
-    policy: str | None = None  # oracle | nop | scripted (farm's local policies) | leaf (a model)
+    policy: str | None = None  # oracle | nop | scripted | predictions (farm's local policies) | leaf (a model)
     model_preset: str | None = None  # model.name of the config (the preset): what was asked for
     endpoint: str | None = None  # host:port of the base URL the agent talked to
     endpoint_origin: str | None = None  # farm-policy | farm-serve | external

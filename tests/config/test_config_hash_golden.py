@@ -31,6 +31,7 @@ GOLDEN = {
     'agent=leaf model.base_url=http://127.0.0.1:9/v1': '10828214806876bb',
     'agent=nop': '49aaf49627f22705',
     'agent=oracle': 'ddf2e25acc7fcbd4',
+    'agent=predictions agent.predictions=preds.jsonl': 'c255dd9eb9d2496c',  # issue 37: a new preset, no entry moved
     'agent=scripted agent.script=conf/agent/scripted.yaml': '6688e47ed1f38c09',
     'benchmark=builtin': '648d881725984153',
     'benchmark=patch_eval_verified': 'ff7015edde64d1b3',

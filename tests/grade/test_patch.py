@@ -179,9 +179,6 @@ def test_patch_error_is_a_farm_error() -> None:
     assert issubclass(gp.PatchError, FarmError) and issubclass(gp.PatchError, RuntimeError)
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: the sandbox decodes command output with errors='replace', so a "
-                                       "non-UTF-8 text change reaches the patch as U+FFFD (apply_patch already "
-                                       "expects surrogate escapes; the store must accept them too)")
 async def test_a_non_utf8_text_change_survives_capture_and_apply(tmp_path: Path) -> None:
     sb = await _sandbox(tmp_path, "a")
     try:

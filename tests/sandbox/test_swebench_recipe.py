@@ -69,8 +69,10 @@ def test_the_instance_gets_the_scm_version_and_the_cutoff_as_build_arguments_onl
 def test_every_input_shows_in_the_layer_key() -> None:
     env = _env("3.9")
     keys = {recipe.instance_layer(_spec(), {"base_commit": c}, env, PythonPrefix("3.9.1", Path("/p")), "t", "4.0.3",
-                                  scm).key for c, scm in (("a" * 40, None), ("b" * 40, None), ("a" * 40, "1.0"))}
-    assert len(keys) == 3
+                                  scm, tag).key
+            for c, scm, tag in (("a" * 40, None, None), ("b" * 40, None, None), ("a" * 40, "1.0", None),
+                                ("a" * 40, None, "v1.0"))}
+    assert len(keys) == 4  # a version tag on the checkout is a different image
     base = recipe.Layer("b", "FROM root\n", key="b")
     other_base = recipe.Layer("b2", "FROM root\n", key="b2")
     py = PythonPrefix("3.9.1", Path("/p"))

@@ -4,6 +4,10 @@
   sent as ``timeout_ms`` so Leaf's "above 1000 means milliseconds" rule cannot bite), then a
   final answer.
 * ``nop``: a final answer at once.
+* ``predictions``: one Bash call applying the patch the trial staged from a SWE-bench predictions
+  file, the way the official harness applies it (farm/agent/predictions.py ``apply_command``),
+  then a final answer. The patch itself never travels through the conversation: it is staged
+  like the oracle's solution, so a megabyte of patch costs no context and arrives byte for byte.
 * ``scripted``: assistant turns from a YAML/JSON file, for tests. The file holds a list of
   turns, or a mapping task_id -> list of turns (``"*"`` is the default). Turn i answers the
   request that already contains i assistant messages. A turn may set: content, reasoning,
@@ -19,7 +23,7 @@ shape: a role chunk with empty content, then reasoning, content and tool-call ar
 a finish chunk, the usage chunk when ``stream_options.include_usage`` asks for it, ``[DONE]``),
 cut from the same completion a whole-body answer would carry.
 
-Every policy answers under its own model id (``oracle``, ``nop``, ``scripted``: what
+Every policy answers under its own model id (``oracle``, ``nop``, ``scripted``, ``predictions``: what
 ``/v1/models`` lists), never the id the request asked for, so a trial row cannot claim that a
 model answered when a policy did. A request with ``X-Farm-Task: farm-preflight`` is the run's
 preflight probe: every policy answers it with one call of the first tool offered.
@@ -44,9 +48,10 @@ import yaml
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from farm.agent.predictions import apply_command
 from farm.errors import ConfigError
 
-POLICIES = ("oracle", "nop", "scripted")
+POLICIES = ("oracle", "nop", "scripted", "predictions")
 DEFAULT_TIME_LEFT_S = 3600.0
 ORACLE_COMMAND = "bash /solution/solve.sh"
 PREFLIGHT_TASK = "farm-preflight"  # X-Farm-Task of the run's preflight probe (farm/run/endpoint.py)
@@ -103,13 +108,15 @@ class Policy:
         n = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
         if self.name == "nop":
             return {"content": "Nothing to do."}
-        if self.name == "oracle":
+        if self.name in ("oracle", "predictions"):
             if n == 0:
+                command = ORACLE_COMMAND if self.name == "oracle" else apply_command()
                 return {"tool_calls": [{"name": "Bash", "arguments": {
-                    "command": ORACLE_COMMAND, "timeout_ms": int(time_left * 1000)}}]}
+                    "command": command, "timeout_ms": int(time_left * 1000)}}]}
             last = next((m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "tool"), {})
             status = str(last.get("content") or "").split("\n", 1)[0]
-            return {"content": f"Ran the reference solution ({status or 'no output'})."}
+            what = "the reference solution" if self.name == "oracle" else "the prediction's patch"
+            return {"content": f"Ran {what} ({status or 'no output'})."}
         turns = self.scripts.get(task) or self.scripts.get("*") or []
         if n >= len(turns):
             return {"content": "(end of script)"}

@@ -45,6 +45,7 @@ from farm.sandbox.base import (
 from farm.sandbox.channel import LINE_LIMIT, Channel
 from farm.sandbox.channel_sandbox import ChannelSandboxMixin
 from farm.sandbox.local.cgroups import CgroupLimits, CgroupUnavailable
+from farm.sandbox.local.gc import CGROUPS_FILE, OWNER_FILE, _rmtree, _start_time, gc_local
 from farm.sandbox.local.netns import SlirpNetwork
 from farm.sandbox.local.policy import (  # noqa: F401  (check_image, image_repository: re-exported)
     BASE_PATH,
@@ -71,9 +72,7 @@ KEEP_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_K
 # the agent's pages against the commands' memory thrash (inside/contain.py pin_memory)
 AGENT_CAPS = JAIL_CAPS + ("CAP_IPC_LOCK",)
 PING_TIMEOUT_S = 30.0
-OWNER_FILE = "bwrap.pid"  # "<pid> <start time>" of the sandbox's bwrap, for gc_local
 _GC_DONE: set[str] = set()  # root dirs this process already collected
-CGROUPS_FILE = "cgroups"  # the sandbox's cgroup directories, one a line, for gc_local
 SHUTDOWN_TIMEOUT_S = 5.0
 # `pip` in the FROM python:* environment: the system's pip module run by the venv's python
 PIP_SHIM = f"""#!{PYTHON_ENV}/bin/python
@@ -157,17 +156,6 @@ def bwrap_argv(
 
 def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:60] or "task"
-
-
-def _rmtree(path: Path) -> None:
-    def retry(func: Any, p: str, _exc: Any) -> None:
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
-            func(p)
-        except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=retry)
 
 
 # --- the sandbox ----------------------------------------------------------------------------
@@ -426,46 +414,6 @@ class LocalSandbox(ChannelSandboxMixin):
         if self.channel is None:
             raise SandboxError(f"sandbox for task {self.task.task_id} was not started")
         return self.channel
-
-
-# --- garbage collection ---------------------------------------------------------------------
-
-
-def _start_time(pid: int) -> str | None:
-    try:
-        data = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return data[data.rindex(")") + 2 :].split()[19]
-
-
-def gc_local(root_dir: Path | None = None, min_age_s: float = 60.0, dry_run: bool = False) -> list[str]:
-    """Remove what crashed drivers left behind: staging dirs whose bwrap is gone, with the
-    cgroups recorded in them. Returns the paths removed (or, in a dry run, that would be)."""
-    root = Path(root_dir) if root_dir else Path(tempfile.gettempdir()) / "farm-sandboxes"
-    removed: list[str] = []
-    for d in sorted(root.iterdir()) if root.is_dir() else []:
-        if not d.is_dir():
-            continue
-        try:
-            pid_s, start = (d / OWNER_FILE).read_text().split()
-            alive = _start_time(int(pid_s)) == start
-        except (OSError, ValueError):
-            # no owner yet: a sandbox that is starting right now, unless it is old
-            alive = time.time() - d.stat().st_mtime < min_age_s
-        if alive:
-            continue
-        try:
-            dirs = [Path(x) for x in (d / CGROUPS_FILE).read_text().split("\n") if x]
-        except OSError:
-            dirs = []
-        if dirs and not dry_run:
-            CgroupLimits(dirs, [], None, 0).remove()
-        removed += [str(x) for x in dirs]
-        if not dry_run:
-            _rmtree(d)
-        removed.append(str(d))
-    return removed
 
 
 class LocalBackend:

@@ -117,8 +117,23 @@ class RepoMirror:
         parts[-1] = str(int(parts[-1]) + 1)
         return f"{'.'.join(parts)}.dev{distance}+g{short}"
 
-    def checkout(self, repo: str, commit: str, dest: Path) -> None:
-        """``dest`` becomes a one-commit clone of ``repo`` at ``commit``, on a branch, no remote.
+    def version_tag(self, repo: str, commit: str, version: str | None = None) -> str | None:
+        """The tag an upstream ``git describe --tags`` names for ``commit`` (the mirror's nearest
+        version tag, ``v1.2.0`` or ``5.1.dev``), else the row's ``version`` (``7.0``) where it is
+        a version; None when neither is.
+
+        setuptools-scm reads the version from ``git describe``: a one-commit clone without this
+        tag installs as ``0.1.dev1+g…``, and pytest's own ``minversion`` then refuses to run any
+        test (pytest-dev__pytest-10081 under the official harness)."""
+        res = _git(self._readable(repo), "describe", "--tags", "--abbrev=0", "--match", "*[0-9]*", commit)
+        tag = res.stdout.decode(errors="replace").strip() if res.returncode == 0 else ""
+        if tag and subprocess.run(["git", "check-ref-format", f"refs/tags/{tag}"]).returncode == 0:
+            return tag
+        return version if version and re.fullmatch(r"\d+(\.\d+)*", version) else None
+
+    def checkout(self, repo: str, commit: str, dest: Path, tag: str | None = None) -> None:
+        """``dest`` becomes a one-commit clone of ``repo`` at ``commit``, on a branch, no remote,
+        with ``tag`` (a lightweight tag) on that commit where given (:meth:`version_tag`).
 
         Only that commit's objects travel (a shallow fetch), so no later commit — the fix —
         is in the result's history.
@@ -134,6 +149,7 @@ class RepoMirror:
             ["git", "-C", str(dest), "fetch", "--quiet", "--depth=1", f"--upload-pack={upload}",
              f"file://{git_dir}", commit],
             ["git", "-C", str(dest), "reset", "--quiet", "--hard", commit],
+            *([["git", "-C", str(dest), "tag", tag, commit]] if tag else []),
         ]
         for cmd in steps:
             res = subprocess.run(cmd, capture_output=True, timeout=1800)

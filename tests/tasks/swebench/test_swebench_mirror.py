@@ -97,3 +97,43 @@ def test_scm_version_follows_the_tags_as_setuptools_scm_would(tmp_path: Path, or
 
 def _short(repo: Path, commit: str, match: str = "*") -> str:
     return _git(repo, "describe", "--tags", "--long", "--match", f"*{match}*", commit).rsplit("-g", 1)[1]
+
+
+# what setuptools-scm runs to find a version (its git backend's default describe command)
+SCM_DESCRIBE = ("describe", "--dirty", "--tags", "--long", "--match", "*[0-9]*")
+
+
+def test_the_one_commit_clone_describes_as_the_upstream_release(tmp_path: Path, origin: Path) -> None:
+    _commit(origin, "a")
+    _git(origin, "tag", "v1.2.0")
+    _commit(origin, "b")
+    base = _commit(origin, "c")
+    later = _commit(origin, "the fix")
+    _git(origin, "tag", "v1.3.0")  # a later release: neither its tag nor its commit may reach the image
+    mirror = _mirror(tmp_path, origin)
+    tag = mirror.version_tag("o/calc", base, "1.2")
+    assert tag == "v1.2.0"  # what `git describe --tags` of a full clone names, not the row's series
+    dest = tmp_path / "testbed"
+    mirror.checkout("o/calc", base, dest, tag=tag)
+    assert _git(dest, *SCM_DESCRIBE) == f"v1.2.0-0-g{_git(dest, 'rev-parse', '--short', base)}"
+    assert _git(dest, "tag") == "v1.2.0" and _git(dest, "rev-list", "--all", "--count") == "1"
+    assert subprocess.run(["git", "-C", str(dest), "cat-file", "-e", later], capture_output=True).returncode != 0
+    # SWE-bench's setup_repo.sh ends with an empty commit, and its eval script changes files: the
+    # describe still names the release, as in the harness's full clone
+    _git(dest, "commit", "-q", "--allow-empty", "-m", "SWE-bench")
+    (dest / "f.txt").write_text("patched")
+    assert _git(dest, *SCM_DESCRIBE).startswith("v1.2.0-1-g") and _git(dest, *SCM_DESCRIBE).endswith("-dirty")
+
+
+def test_without_a_version_tag_the_rows_version_names_the_tag(tmp_path: Path, origin: Path) -> None:
+    base = _commit(origin, "a")
+    _git(origin, "tag", "nightly")  # no digit: not a version tag, as setuptools-scm's --match says
+    mirror = _mirror(tmp_path, origin)
+    assert mirror.version_tag("o/calc", base, "7.0") == "7.0"
+    assert mirror.version_tag("o/calc", base, "dev") is None and mirror.version_tag("o/calc", base) is None
+    dest = tmp_path / "testbed"
+    mirror.checkout("o/calc", base, dest, tag="7.0")
+    assert _git(dest, *SCM_DESCRIBE).startswith("7.0-0-g")
+    untagged = tmp_path / "untagged"
+    mirror.checkout("o/calc", base, untagged)
+    assert subprocess.run(["git", "-C", str(untagged), *SCM_DESCRIBE], capture_output=True).returncode != 0

@@ -102,15 +102,16 @@ async def ensure_instance(binary: str, row: dict[str, Any], repos: str | None, *
                                 reason="image_build")
     base = base_layer(root, root_facts.image_id)
     env = env_layer(test_spec, base, python)
+    version_tag = mirror.version_tag(row["repo"], row["base_commit"], str(row.get("version") or "") or None)
     inst = instance_layer(test_spec, row, env, python, tag, spec.SWEBENCH_VERSION,
-                          mirror.scm_version(row["repo"], row["base_commit"]))
+                          mirror.scm_version(row["repo"], row["base_commit"]), version_tag)
 
     def stage_env(ctx: Path) -> None:
         if python.path is not None:
             stage_python(python, ctx / "python")
 
     def stage_instance(ctx: Path) -> None:
-        mirror.checkout(row["repo"], row["base_commit"], ctx / "testbed")
+        mirror.checkout(row["repo"], row["base_commit"], ctx / "testbed", tag=version_tag)
         shutil.rmtree(ctx / "testbed" / ".git" / "hooks", ignore_errors=True)
 
     await _build_layer(binary, base, lambda ctx: None, timeout=timeout, lock_dir=lock_dir, out=out)

@@ -11,7 +11,9 @@ recorded on the image (``io.farm.standin.differences``):
   and installs conda specs with pip (conda-only names mapped in ``shim/conda-to-pip.json``);
 * the repository comes from the local mirror as a one-commit clone of ``base_commit`` (the
   script's ``git clone`` of GitHub becomes ``git remote add``): no later commit is in the
-  image's history, where SWE-bench's own images keep the whole clone;
+  image's history, where SWE-bench's own images keep the whole clone; the base commit carries
+  the version tag an upstream ``git describe`` names (farm/tasks/swebench/mirror.py
+  ``version_tag``), so that version tools (setuptools-scm) read a version at eval time too;
 * packages resolve from PyPI as uploaded before :data:`RESOLVE_AS_OF` (pip's
   ``--uploaded-prior-to``, given to the builds only), which pip can do from Python 3.9 on; the
   environments of older Pythons resolve as of the build (few new releases still support them).
@@ -187,11 +189,13 @@ def repo_script(test_spec: Any) -> str:
 
 
 def instance_layer(test_spec: Any, row: dict[str, Any], env: Layer, python: PythonPrefix, tag: str,
-                   swebench_version: str, scm_version: str | None = None) -> Layer:
+                   swebench_version: str, scm_version: str | None = None, version_tag: str | None = None) -> Layer:
     """The instance image, tagged as the published one it stands in for.
 
     ``scm_version``: what setuptools-scm would call the base commit in a full clone (the mirror's
-    tags; the one-commit checkout has none), given to the install as a build argument only.
+    tags), given to the build's install as a build argument only. ``version_tag``: the tag the
+    checkout carries on the base commit (staged by the build), so that the eval script's own
+    reinstall describes a version too; a label says which, and puts it in the recipe's key.
     """
     script = repo_script(test_spec)
     diff = DIFFERENCES.format(version=swebench_version, python=python.version, as_of=RESOLVE_AS_OF)
@@ -206,6 +210,7 @@ def instance_layer(test_spec: Any, row: dict[str, Any], env: Layer, python: Pyth
         "WORKDIR /testbed/",
         "LABEL io.farm.standin=true",
         f"LABEL io.farm.standin.differences={json.dumps(diff)}",
+        *([f"LABEL io.farm.standin.version_tag={json.dumps(version_tag)}"] if version_tag else []),
     ]) + "\n"
     key = _digest(text, env.key, script, row["base_commit"])
     return Layer(tag, text + f"LABEL {RECIPE_LABEL}={key}\n", {"setup_repo.sh": script.encode()}, key=key)
