@@ -2,7 +2,7 @@
 in the pod's init container (farm/sandbox/relayed/manifests.py pack_inside) and start
 ``relay.py`` and ``server.py`` from it by path, so a file that went missing in a re-layout would
 fail only inside a pod. The names were read at c648c62, before issue 25 moved relay.py into
-farm/sandbox/inside/."""
+farm/sandbox/inside/; capture.py and contain.py came with issue 40 (procs.py imports both)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import tarfile
 from farm.sandbox.relayed import manifests as m
 from farm.sandbox.relayed.sandbox import INSIDE_SRC
 
-SHIPPED = ["jail.py", "leaf_bash.py", "leaf_tools.py", "leaf_vendor.py", "procs.py", "proctable.py", "relay.py",
+SHIPPED = ["capture.py", "contain.py", "jail.py", "leaf_bash.py", "leaf_tools.py", "leaf_vendor.py", "procs.py", "proctable.py", "relay.py",
            "server.py", "verifier_ns.py"]
 
 

@@ -1,0 +1,149 @@
+"""What the model did is the model's (issue 40): hostile actions end as graded trials.
+
+A scripted agent runs one hostile command, then solves the task. Through the real loop (a
+scripted policy over HTTP, bubblewrap with its cgroups, the Harbor verifier), every trial must
+end graded in one attempt (resolved: the tool call after the hostile one worked), within the
+hostile call's timeout plus a few seconds, with the row naming the sandbox limit the commands
+met, and nothing left behind: no staging directory, no cgroup.
+
+The fork bomb runs under the sandbox's pids limit at 512 (the default 4,096 thrashes 1 GiB of
+memory for tens of seconds: ``docs/integrity.md`` has that measurement); its handling (the
+commands' own cgroup, the jail ended at the timeout) is the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from farm.config import load_config
+from farm.run.driver import load_tasks, run_experiment
+from farm.run.rows import CAPTURE_AFTER_KILL
+from farm.sandbox.local.cgroups import CGROUP_ROOT
+from farm.store import ResultStore
+from tests.support.tasks import CHECK_ANSWER
+from tests.support.tasks import make_task_dir as make_task
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.root]
+
+PIDS = 512
+TIMEOUT_S = 6
+SLACK_S = 8.0  # the hostile call's timeout plus this: its kill, the jail's restart, a loaded CI machine
+WRITE = {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo fixed > /app/answer.txt"}}]}
+# (task id, command, limits the row must name, how the trial ends); memory: the task's own 1 GiB.
+# "resolved": the call after the hostile one worked; the stderr flood's observation (1 MiB, the
+# cap) fills the model's context, which ends the loop: the model's outcome, graded all the same
+ACTIONS: list[tuple[str, str, set[str], tuple[str, str]]] = [
+    ("fork-bomb", ":(){ :|:& };:", {"pids"}, ("resolved", "agent")),
+    ("sleep-storm", "while true; do sleep 1 & done", {"pids"}, ("resolved", "agent")),
+    ("memory-one", "python3 -c 'b = b\"x\" * (3 << 30)'", {"memory"}, ("resolved", "agent")),
+    ("memory-many", "for i in 1 2 3 4 5 6; do python3 -c 'import time; b = b\"x\" * (300 << 20); "
+                    "time.sleep(60)' & done; wait", {"memory"}, ("resolved", "agent")),
+    ("threads", "python3 -c 'import threading, time\n"
+                "for _ in range(10000): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()'",
+     {"pids"}, ("resolved", "agent")),
+    ("ignores-term", "trap '' TERM; while :; do :; done", set(), ("resolved", "agent")),
+    ("stderr-flood", "head -c 300M /dev/zero >&2", set(), ("unresolved", "max_context_len")),
+    ("closes-its-descriptors", "exec 0<&- 1>&- 2>&-; sleep 1", set(), ("resolved", "agent")),
+]
+
+
+def _turns(command: str) -> list[dict[str, Any]]:
+    hostile = {"tool_calls": [{"name": "Bash", "arguments": {"command": command, "timeout": TIMEOUT_S}}]}
+    return [hostile, WRITE, {"content": "done"}]
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("hostile")
+    for name, *_ in ACTIONS:
+        make_task(tmp / "tasks", name, CHECK_ANSWER)
+    script = tmp / "agent.yaml"
+    script.write_text(yaml.safe_dump({name: _turns(command) for name, command, *_ in ACTIONS}))
+    cfg = load_config([f"benchmark.path={tmp / 'tasks'}", "run.executor=local", "run.max_in_flight=1",
+                       f"store.uri={tmp / 'store'}", f"sandbox.local.root_dir={tmp / 'sb'}", "run.progress=false",
+                       "agent=scripted", f"agent.script={script}", "run.max_attempts=3", "run.retry_backoff_s=0",
+                       "agent.compat=farm-safe"])
+    tasks = [replace(t, environment=replace(t.environment, resources=replace(t.environment.resources, pids=PIDS)))
+             for t in load_tasks(cfg)]
+    groups_before = _farm_groups()
+    summary = asyncio.run(run_experiment(cfg, tasks=tasks))
+    rows = ResultStore.open(str(tmp / "store")).read_trials(summary.run_id).to_pylist()
+    steps = ResultStore.open(str(tmp / "store")).read_steps(summary.run_id).to_pylist()
+    by_task = {r["task_id"]: r for r in rows}
+    assert len(by_task) == len(rows), [(r["task_id"], r["attempt"], r["status"]) for r in rows]
+    for r in rows:
+        r["_hostile_s"] = next(s["tool_s"] for s in steps if s["trial_key"] == r["trial_key"] and s["step"] == 0)
+    by_task["_left"] = {"staging": sorted(p.name for p in (tmp / "sb").iterdir()) if (tmp / "sb").exists() else [],
+                        "groups": sorted(_farm_groups() - groups_before)}
+    return by_task
+
+
+def _farm_groups() -> set[str]:
+    """The sandbox cgroups that exist now, in every v1 controller this machine mounts."""
+    return {str(p) for p in CGROUP_ROOT.glob("*/farm-*")} | {str(p) for p in CGROUP_ROOT.glob("*/*/*/farm-*")}
+
+
+@pytest.mark.parametrize(("task_id", "limits", "end"), [(n, lim, end) for n, _, lim, end in ACTIONS],
+                         ids=[a[0] for a in ACTIONS])
+def test_a_hostile_action_ends_as_a_graded_trial(rows: dict[str, dict[str, Any]], task_id: str,
+                                                   limits: set[str], end: tuple[str, str]) -> None:
+    row = rows[task_id]
+    # one attempt, graded; where the model went on, the call after the hostile one worked
+    assert (row["status"], row["exit_reason"], row["attempt"], row["error_class"]) == (*end, 1, None), row["error"]
+    assert row["tool_calls"] == (2 if end[0] == "resolved" else 1)
+    assert row["agent_isolation"] == "pid-namespace+proc+cgroup"
+    # the row names the limit the commands met, and no other
+    assert set(row["sandbox_limits"]) == limits, row["sandbox_limits"]
+    assert row["_hostile_s"] <= TIMEOUT_S + SLACK_S, row["_hostile_s"]
+
+
+def test_nothing_a_hostile_action_started_survives_its_trial(rows: dict[str, dict[str, Any]]) -> None:
+    assert rows["_left"] == {"staging": [], "groups": []}
+
+
+def test_a_sandbox_without_cgroups_has_no_limits_to_name(tmp_path: Path) -> None:
+    # sandbox.local.limits=false: nothing is counted, so nothing is claimed (and a loss there is
+    # "unknown", never the model's)
+    make_task(tmp_path / "tasks", "plain", CHECK_ANSWER)
+    script = tmp_path / "agent.yaml"
+    script.write_text(yaml.safe_dump([WRITE, {"content": "done"}]))
+    cfg = load_config([f"benchmark.path={tmp_path / 'tasks'}", "run.executor=local", f"store.uri={tmp_path / 's'}",
+                       f"sandbox.local.root_dir={tmp_path / 'sb'}", "run.progress=false", "agent=scripted",
+                       f"agent.script={script}", "sandbox.local.limits=false"])
+    started = time.monotonic()
+    summary = asyncio.run(run_experiment(cfg))
+    (row,) = ResultStore.open(str(tmp_path / "s")).read_trials(summary.run_id).to_pylist()
+    assert row["status"] == "resolved" and row["sandbox_limits"] == [], (row["status"], row["sandbox_limits"])
+    assert row["agent_isolation"] == "pid-namespace+proc"
+    assert time.monotonic() - started < 60
+
+
+
+def test_under_the_vendors_rules_a_fork_bomb_outlives_its_call_and_the_trial_is_still_graded(tmp_path: Path) -> None:
+    # leaf-2609 kills a timed-out call's shell alone, as the vendor's runner does: the bomb it
+    # started goes on holding the commands' pids, so the next call cannot start (exit 126, an
+    # observation); the sandbox agent keeps its reserve, answers, and the trial is graded once
+    make_task(tmp_path / "tasks", "fork-bomb", CHECK_ANSWER)
+    script = tmp_path / "agent.yaml"
+    script.write_text(yaml.safe_dump(_turns(":(){ :|:& };:")))
+    cfg = load_config([f"benchmark.path={tmp_path / 'tasks'}", "run.executor=local", f"store.uri={tmp_path / 's'}",
+                       f"sandbox.local.root_dir={tmp_path / 'sb'}", "run.progress=false", "agent=scripted",
+                       f"agent.script={script}", "agent.compat=leaf-2609", "run.max_attempts=3",
+                       "run.retry_backoff_s=0"])
+    tasks = [replace(t, environment=replace(t.environment, resources=replace(t.environment.resources, pids=PIDS)))
+             for t in load_tasks(cfg)]
+    summary = asyncio.run(run_experiment(cfg, tasks=tasks))
+    (row,) = ResultStore.open(str(tmp_path / "s")).read_trials(summary.run_id).to_pylist()
+    assert (row["status"], row["attempt"], row["tool_calls"]) == ("unresolved", 1, 2), row["error"]
+    assert "pids" in row["sandbox_limits"]
+    assert row["error_class"] == CAPTURE_AFTER_KILL  # the bomb was ended to capture the patch
+    steps = ResultStore.open(str(tmp_path / "s")).read_steps(summary.run_id).to_pylist()
+    after = next(s for s in steps if s["step"] == 1)
+    assert "cannot start the command" in after["messages_json"], after["messages_json"]
