@@ -10,6 +10,10 @@ run, so that neither kind of score can be quoted as a benchmark result by mistak
 A run grading a predictions file (``agent=predictions``) also says how many selected instances
 the file had no prediction for: they were not run, so the score's denominator is the instances
 graded, not the benchmark (the harness's ``submitted`` versus ``total``).
+
+And it counts the sandboxes lost for a cause farm could not tell (``loss_cause`` unknown,
+farm/run/attribution.py): they are infra errors, left out of the graded-only rate like any other,
+but nothing shows they were not the model's own doing, so the reader is told how many there are.
 """
 
 from __future__ import annotations
@@ -17,15 +21,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from farm.report.data import RunData, latest_attempts
+from farm.report.limits import unknown_losses
 
 STANDIN = "standin"
 UNFAITHFUL = "unfaithful"
 PREDICTIONS = "predictions"
+LOSS_UNKNOWN = "loss_unknown"
 
 
 @dataclass(frozen=True)
 class Caveat:
-    kind: str  # standin | unfaithful | predictions
+    kind: str  # standin | unfaithful | predictions | loss_unknown
     run_id: str
     trials: int  # trials (latest attempt each) of the run carrying the mark
     of: int  # all trials of the run with a row
@@ -36,6 +42,12 @@ class Caveat:
     def text(self) -> str:
         shown = ", ".join(self.tasks[:5]) + (f", … ({len(self.tasks)} in all)" if len(self.tasks) > 5 else "")
         where = f" (tasks: {shown})" if shown else ""
+        if self.kind == LOSS_UNKNOWN:
+            lost = f"{self.trials} sandbox{'es' if self.trials != 1 else ''}"
+            return (f"{lost} lost, cause unknown: {self.trials} of {self.of} trials of run {self.run_id} "
+                    "ended with a lost sandbox that farm could not attribute to the model's commands or to the "
+                    f"infrastructure{where}. They count as infra errors (failures in Avg@k, out of the "
+                    "graded-only rate); were they the model's, they would be graded unresolved.")
         if self.kind == PREDICTIONS:
             return (f"Missing predictions: {self.trials} of the {self.of} selected instances of run {self.run_id} "
                     f"have no prediction in the file and were not run{where.replace('tasks: ', 'instances: ')}; "
@@ -75,6 +87,16 @@ def predictions_caveats(runs: list[RunData]) -> list[Caveat]:
     return out
 
 
+def loss_caveats(runs: list[RunData]) -> list[Caveat]:
+    """One caveat per run with trials whose latest attempt lost its sandbox for an unknown cause."""
+    out = []
+    for run in runs:
+        lost, rows, tasks = unknown_losses(run)
+        if lost:
+            out.append(Caveat(LOSS_UNKNOWN, run.run_id, lost, rows, tasks))
+    return out
+
+
 def run_caveats(runs: list[RunData]) -> list[Caveat]:
     """Every warning the report shows above its numbers."""
-    return image_caveats(runs) + predictions_caveats(runs)
+    return image_caveats(runs) + predictions_caveats(runs) + loss_caveats(runs)

@@ -35,6 +35,7 @@ import numpy as np
 from farm.report.ablation import mcnemar, paired_difference
 from farm.report.data import RunData, latest_attempts
 from farm.report.layout import Table, fmt, fmt_ci
+from farm.report.limits import outcome_label
 from farm.report.stats import BootstrapOptions, avg_at_k
 
 DECISIONS = ("same", "regrade", "rerun")
@@ -64,6 +65,10 @@ class PairDecision:
     status_b: str
     farm_version_a: str | None = None
     farm_version_b: str | None = None
+    # the status with what the row says of a lost sandbox (farm/report/limits.py): a pair that went
+    # from infra_error to unresolved because the loss was attributed to the model's limit says so
+    outcome_a: str = ""
+    outcome_b: str = ""
 
 
 @dataclass
@@ -224,7 +229,8 @@ def diff_runs(run_a: RunData, run_b: RunData, opts: BootstrapOptions | None = No
                                    settings_b.get(key[3]) if not why_b else None)
         pairs.append(PairDecision(*key, decision=decision, changed=changed, status_a=ra["status"],
                                   status_b=rb["status"], farm_version_a=ra.get("farm_version"),
-                                  farm_version_b=rb.get("farm_version")))
+                                  farm_version_b=rb.get("farm_version"), outcome_a=outcome_label(ra),
+                                  outcome_b=outcome_label(rb)))
     versions = {(p.farm_version_a, p.farm_version_b) for p in pairs if p.farm_version_a != p.farm_version_b}
     for va, vb in sorted(versions, key=str):
         notes.append(f"farm version differs ({va} -> {vb}): the harness code may differ beyond the config")
@@ -311,7 +317,7 @@ def print_diff(diff: RunDiff, console: Any) -> None:
     flipped = [p for p in diff.pairs if p.status_a != p.status_b]
     for p in flipped[:FLIPS_SHOWN]:
         console.print(f"  flipped ({p.decision}): {p.benchmark} {p.task_id} seed {p.seed} arm {p.arm}: "
-                      f"{p.status_a} -> {p.status_b}", highlight=False, soft_wrap=True)
+                      f"{p.outcome_a or p.status_a} -> {p.outcome_b or p.status_b}", highlight=False, soft_wrap=True)
     if len(flipped) > FLIPS_SHOWN:
         console.print(f"  ... and {len(flipped) - FLIPS_SHOWN} more flipped pairs (--json lists every pair)")
     table = report_table(diff)

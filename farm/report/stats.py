@@ -26,6 +26,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from farm.report.data import CELL_STATUSES, Group
+from farm.report.limits import whose
 from farm.report.power import VarianceParts, variance_parts
 
 PCT = 100.0
@@ -185,7 +186,8 @@ class GroupStats:
     flip_rate: float
     pass_hat: dict[int, float] = field(default_factory=dict)  # pass^j, j = 1..k
     stderr: float = math.nan  # normal approximation of Avg@k, points, n = tasks
-    error_classes: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (status, error class, whose: farm/report/limits.py) -> trials; a sandbox_lost splits by its loss cause
+    error_classes: dict[tuple[str, str, str], int] = field(default_factory=dict)
     seeds: list[int] = field(default_factory=list)
     variance: VarianceParts | None = None  # between-/within-task components (statistical planner)
 
@@ -207,12 +209,12 @@ def group_stats(group: Group, opts: BootstrapOptions | None = None) -> GroupStat
     glo, ghi = rate_ci((ok & graded).astype(float), graded.astype(float), opts)
     n = np.full(n_tasks, k)
     c = ok.sum(axis=1)
-    classes: dict[tuple[str, str], int] = {}
+    classes: dict[tuple[str, str, str], int] = {}
     for t in group.trials:
         if t["status"] in ("resolved", "unresolved") and not t.get("error_class"):
             continue
-        sub = t.get("error_class") or "-"
-        classes[(t["status"], sub)] = classes.get((t["status"], sub), 0) + 1
+        cls = (t["status"], t.get("error_class") or "-", whose(t))
+        classes[cls] = classes.get(cls, 0) + 1
     return GroupStats(
         run_id=group.run_id,
         config_hash=group.config_hash,

@@ -19,6 +19,7 @@ from farm.report.caveats import run_caveats
 from farm.report.claims import ClaimsRegistry, load_claims
 from farm.report.data import RunData
 from farm.report.layout import fmt, fmt_ci
+from farm.report.limits import CAUSE_UNKNOWN, MODEL_LIMIT, whose
 from farm.report.main_table import claim_cell, infra_cell, model_cell
 from farm.report.retries import retry_line, retry_rows
 from farm.report.stats import pooled_rate
@@ -71,12 +72,16 @@ def summary_table(run: RunData, registry: ClaimsRegistry | None = None,
     groups = [g for g in content.groups if g.run_id == run.run_id]
     main = [r for r in content.main if r.run_id == run.run_id]
     graded = {(g.benchmark, g.arm, g.model): pooled_rate(g.resolved, g.graded) for g in groups}
-    classes: dict[tuple[str, str, str], dict[str, int]] = {}
+    classes: dict[tuple[str, str, str], dict[tuple[str, str], int]] = {}  # (class, whose label) -> trials
     for g in groups:
         per = classes.setdefault((g.benchmark, g.arm, g.model), {})
         for t in g.trials:
             if t["status"] in ("model_error", "infra_error") or t.get("error_class"):
-                name = f"{t['status']}:{t.get('error_class') or '-'}"
+                # the status says whose the rest is; these two it does not: an unresolved row that is a
+                # limit the model's commands hit, and an infra error that may have been the model's
+                label = whose(t)
+                name = (f"{t['status']}:{t.get('error_class') or '-'}",
+                        f" ({label})" if label in (MODEL_LIMIT, CAUSE_UNKNOWN) else "")
                 per[name] = per.get(name, 0) + 1
 
     # the benchmark and arm names keep their width (up to 20) so they are not broken mid-word
@@ -103,10 +108,11 @@ def summary_table(run: RunData, registry: ClaimsRegistry | None = None,
             fmt(row.pass_at_k), fmt(row.pass_hat_k), fmt(graded[key]),
         )
         # the not-run count splits here into refused (task_unsupported:*) and missing trials
-        named = sorted(classes[key].items()) + ([("missing", row.not_run_missing)] if row.not_run_missing else [])
+        named = sorted(classes[key].items()) + ([(("missing", ""), row.not_run_missing)] if row.not_run_missing
+                                                else [])
         if named:
             error_lines.append(escape(f"error classes, {row.benchmark} · {row.arm}: "
-                                      + ", ".join(f"{k}={v}" for k, v in named)))
+                                      + ", ".join(f"{k}={v}{label}" for (k, label), v in named)))
     # trials that needed a second agent run, and whether they score like the rest (farm/report/retries.py)
     error_lines += [escape(f"re-run trials, {r.benchmark} · {r.arm}: {retry_line(r)}")
                     for r in retry_rows(groups) if retry_line(r)]

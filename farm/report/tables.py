@@ -20,6 +20,7 @@ from farm.report.data import CELL_STATUSES, Group, RunData, not_run, outcome_gro
 from farm.report.diff import diff_runs, report_table
 from farm.report.integrity import IntegrityRow, integrity_rows
 from farm.report.layout import Table, fmt, fmt_ci, trace_columns
+from farm.report.limits import LimitRow, limit_rows, limits_table
 from farm.report.main_table import MainRow, main_rows, main_table
 from farm.report.planner_table import planner_table, power_fields
 from farm.report.power import PowerOptions
@@ -89,6 +90,7 @@ class ReportContent:
     cost: list[CostRow] = field(default_factory=list)
     parallel: dict[tuple[str, str, str, str], tuple[int, int]] = field(default_factory=dict)
     integrity: list[IntegrityRow] = field(default_factory=list)
+    limits: list[LimitRow] = field(default_factory=list)  # the model's own limits, per group
     main: list[MainRow] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
 
@@ -105,6 +107,7 @@ def compute(runs: list[RunData], registry: ClaimsRegistry, options: ReportOption
         content.timeouts += timeout_pairs(run, groups, bopts)
         content.cost += cost_rows(run, groups)
         content.integrity += integrity_rows(run, bopts, groups)
+        content.limits += limit_rows(groups)
         for g in groups:
             content.parallel[(g.run_id, g.benchmark, g.arm, g.model)] = tool_turns(g.trials, run.steps)
     content.verdicts = verdicts(content.stats, registry, options.incomplete_threshold, options.power_options)
@@ -134,6 +137,7 @@ def _tables(c: ReportContent) -> list[Table]:
         *_results_table(c),
         *_outcomes_table(c),
         *_error_classes_table(c),
+        *limits_table(c.limits),
         *strict_table(c.groups, c.stats, c.options.bootstrap_options),
         *timeout_tables(c.timeouts, c.options.level),
         *_integrity_table(c),
@@ -205,10 +209,16 @@ def _results_table(c: ReportContent) -> list[Table]:
 
 
 def _outcomes_table(c: ReportContent) -> list[Table]:
-    """Trials per outcome class."""
-    tables: list[Table] = []
-    outcomes = [{**_ident(s), **{st: s.counts[st] for st in CELL_STATUSES}, "scheduled": s.scheduled} for s in c.stats]
-    tables.append(
+    """Trials per outcome class; the infra errors that are lost sandboxes of unknown cause apart."""
+    unknown = {(r.run_id, r.benchmark, r.arm, r.model): r.lost_unknown for r in c.limits}
+    outcomes = [{**_ident(s), **{st: s.counts[st] for st in CELL_STATUSES}, "scheduled": s.scheduled,
+                 "sandbox_lost_cause_unknown": unknown.get((s.run_id, s.benchmark, s.arm, s.model), 0)}
+                for s in c.stats]
+    # a column of its own only where there are such trials: they may be the model's, which the
+    # graded-only rate (where every infra error is left out) cannot show
+    split = [("of them: sandboxes lost, cause unknown", lambda r: str(r["sandbox_lost_cause_unknown"]))] \
+        if any(r["sandbox_lost_cause_unknown"] for r in outcomes) else []
+    return [
         Table(
             "outcomes",
             "Outcomes per class (infra errors and missing trials shown separately)",
@@ -218,21 +228,20 @@ def _outcomes_table(c: ReportContent) -> list[Table]:
                 ("arm", lambda r: r["arm"]),
                 ("scheduled", lambda r: str(r["scheduled"])),
                 *[(st, lambda r, st=st: str(r[st])) for st in CELL_STATUSES],
+                *split,
                 *trace_columns(),
             ],
         )
-    )
-    return tables
+    ]
 
 
 def _error_classes_table(c: ReportContent) -> list[Table]:
-    """Trials per (status, error class)."""
-    tables: list[Table] = []
+    """Trials per (status, error class), each saying whose it is (farm/report/limits.py)."""
     errors = []
     for s in c.stats:
-        for (status, cls), n in sorted(s.error_classes.items()):
-            errors.append({**_ident(s), "status": status, "error_class": cls, "count": n})
-    tables.append(
+        for (status, cls, whose), n in sorted(s.error_classes.items()):
+            errors.append({**_ident(s), "status": status, "error_class": cls, "whose": whose, "count": n})
+    return [
         Table(
             "error_classes",
             "Error classes",
@@ -242,13 +251,16 @@ def _error_classes_table(c: ReportContent) -> list[Table]:
                 ("arm", lambda r: r["arm"]),
                 ("status", lambda r: r["status"]),
                 ("error class", lambda r: r["error_class"]),
+                ("whose", lambda r: r["whose"]),
                 ("trials", lambda r: str(r["count"])),
                 *trace_columns(),
             ],
+            note="whose: model's own limit = the agent's commands took the sandbox down at one of its limits "
+                 "(graded unresolved, in the score); infrastructure = not the model's doing (retried, out of the "
+                 "graded-only rate); cause unknown = a lost sandbox farm could not attribute (treated as "
+                 "infrastructure); model = the model's outcome, scored.",
         )
-    )
-
-    return tables
+    ]
 
 
 def _integrity_table(c: ReportContent) -> list[Table]:

@@ -201,8 +201,10 @@ def artifacts_html(view: RunView, trial: dict[str, Any], anchor: str = "") -> st
     return "\n".join(out)
 
 
+# sandbox limits / loss cause (issue 40): which limits the agent's commands met, and whose a lost sandbox was
 FACTS = (("benchmark", "benchmark"), ("task", "task_id"), ("seed", "seed"), ("arm", "arm"), ("status", "status"),
          ("reward", "reward"), ("exit reason", "exit_reason"), ("error class", "error_class"),
+         ("sandbox limits met", "sandbox_limits"), ("loss cause", "loss_cause"),
          ("model (answered)", "model"), ("model preset", "model_preset"), ("policy", "policy"),
          ("grading", "grading_mode"), ("steps", "steps"), ("tool calls", "tool_calls"),
          ("prompt tokens", "prompt_tokens"), ("completion tokens", "completion_tokens"),
@@ -216,8 +218,10 @@ def _facts(trial: dict[str, Any], keys: tuple[tuple[str, str], ...] = FACTS) -> 
     rows = []
     for label, key in keys:
         v = trial.get(key)
-        if v is None or v == "":
+        if v is None or v == "" or v == []:  # unset, and rows written before the column existed
             continue
+        if isinstance(v, list):
+            v = ", ".join(str(x) for x in v)
         cls = f' class="s-{escape(str(v))}"' if key == "status" else ""
         rows.append(f"<dt>{escape(label)}</dt><dd{cls}>{escape(_fmt(v, 3))}</dd>")
     flags = flags_of(trial)
@@ -232,8 +236,9 @@ def _facts(trial: dict[str, Any], keys: tuple[tuple[str, str], ...] = FACTS) -> 
 
 
 ATTEMPT_FACTS = (("status", "status"), ("reward", "reward"), ("exit reason", "exit_reason"),
-                 ("error class", "error_class"), ("model (answered)", "model"), ("steps", "steps"),
-                 ("wall s", "wall_s"), ("worker", "worker"), ("attempt uid", "attempt_uid"))
+                 ("error class", "error_class"), ("sandbox limits met", "sandbox_limits"),
+                 ("loss cause", "loss_cause"), ("model (answered)", "model"), ("steps", "steps"), ("wall s", "wall_s"),
+                 ("worker", "worker"), ("attempt uid", "attempt_uid"))
 
 
 def _is(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -43,7 +43,7 @@ def test_k3_with_missing_and_infra_matches_hand_computation():
     # flips over graded seeds only: t1 flips; t3 (R,R) and t4 (R,R) do not
     assert s.flip_rate == pytest.approx(25.0)
     assert s.counts == {"resolved": 6, "unresolved": 4, "model_error": 0, "infra_error": 1, "missing": 1}
-    assert s.error_classes == {("infra_error", "-"): 1}
+    assert s.error_classes == {("infra_error", "-", "infrastructure"): 1}
     assert s.ci_low <= s.avg_at_k <= s.ci_high
 
 

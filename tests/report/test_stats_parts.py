@@ -118,4 +118,5 @@ def test_error_classes_count_every_non_plain_outcome():
     run = run_data("r", plan_table("r", "b", ["t1", "t2", "t3", "t4", "t5"], [0], ["base"], "m"), rows)
     (group,) = outcome_groups(run)
     assert st.group_stats(group, OPTS).error_classes == {
-        ("infra_error", "sandbox_start"): 2, ("unresolved", "verifier_timeout"): 1, ("model_error", "-"): 1}
+        ("infra_error", "sandbox_start", "infrastructure"): 2, ("unresolved", "verifier_timeout", "model"): 1,
+        ("model_error", "-", "model"): 1}
