@@ -68,3 +68,22 @@ async def test_a_fork_storm_at_the_pids_limit_is_counted() -> None:
         await sb.close()
     events = await sb.limit_events()
     assert events is not None and "pids" in events.commands and events.agent == (), events
+
+
+@pytest.mark.usefixtures("podman_env")
+async def test_a_container_killed_from_outside_names_no_limit() -> None:
+    """The engine or an operator ending the container is not the model's: no limit met (the
+    counters read at the loss), or, where they went with the container first, cannot tell."""
+    from farm.sandbox.base import SandboxLostError
+    from tests.support.podman import run_command
+
+    sb = _sandbox()
+    await sb.start()
+    try:
+        run_command("podman", "kill", sb.name)
+        with pytest.raises(SandboxLostError):
+            await sb.exec("true")
+        events = await sb.limit_events()
+        assert events is None or (events.hit() == [] and "OOMKilled False" in events.evidence), events
+    finally:
+        await sb.close()
