@@ -18,7 +18,8 @@ from typing import Any
 
 from farm.config import DockerSandboxConfig, KubernetesSandboxConfig, SandboxConfig
 from farm.errors import ConfigError
-from farm.sandbox.base import JAIL_CAPS, JAIL_ENV, Capabilities, GcReport, Sandbox, SandboxStartError
+from farm.sandbox.base import JAIL_CAPS, JAIL_ENV, Capabilities, GcReport, LimitEvents, Sandbox, SandboxStartError
+from farm.sandbox.docker.limits import ContainerCgroup, Counts, Ended, container_events, parse_state
 from farm.sandbox.images.engine import engine, run_engine
 from farm.sandbox.images.ensure import LOG_ARTIFACT, ensure_image
 from farm.sandbox.images.resolve import built_view, check_relay_task, relay_plan, resolve_image
@@ -91,6 +92,13 @@ class ContainerSandbox(RelaySandbox):
                          network=network or (task.agent_network if role == "agent" else task.verifier_network),
                          image_policy=image_policy)
         self.volume = f"{self.name}-farm"
+        # what the container's limits did (docker/limits.py): its cgroup, found once it runs; the
+        # last counters read; how it ended, once a lost channel asked; the answer kept at removal
+        self._cgroup: ContainerCgroup | None = None
+        self._counts: Counts | None = None
+        self._current = False  # the last reading succeeded (after the end, once it ended)
+        self._ended: Ended | None = None
+        self._final: LimitEvents | None = None
 
     async def _ensure_image(self) -> str:
         plan = relay_plan(self.task, self.cfg, self.image_policy, builder=True)
@@ -148,6 +156,17 @@ class ContainerSandbox(RelaySandbox):
         # ensure_image made the task image present: the run never pulls it again
         self.stats.note_step(f"{self.step_label} run")
         await self._engine(*run_args(self.pod, self.volume, self.network, self.cfg, pull="never"))
+        if self.role == "agent":  # the row's limits are the agent's sandbox's (run/trial.py)
+            await self._find_cgroup()
+
+    async def _find_cgroup(self) -> None:
+        """Record the container's cgroup while it runs (one inspect): once the container ends,
+        its init PID, and with it the way to the group, is gone."""
+        out = await self._engine("inspect", "-f", "{{.Id}} {{.State.Pid}}", self.name, check=False)
+        ident, _, pid = out.strip().partition(" ")
+        found = ContainerCgroup.find(ident, int(pid)) if ident and pid.isdigit() and int(pid) > 0 else None
+        self._cgroup = found
+        self.stats.extra["limit_counters"] = found.describe() if found else "not visible from this host"
 
     async def _open_stream(self) -> ProcStream:
         proc = await asyncio.create_subprocess_exec(
@@ -171,10 +190,35 @@ class ContainerSandbox(RelaySandbox):
         return changes
 
     async def _why_dead(self) -> str | None:
-        state = (await self._engine("inspect", "-f", "{{.State.Status}}", self.name, check=False)).strip()
-        return None if state == "running" else f"container state {state or 'gone'}"
+        # the counters first: the engine removes the group soon after the container ended
+        self._read_counts()
+        out = await self._engine("inspect", "-f", "{{.State.Status}} {{.State.OOMKilled}} {{.State.ExitCode}}",
+                                 self.name, check=False)
+        ended = parse_state(out)
+        if ended is None:
+            return None
+        self._ended = self._ended or ended
+        return f"container state {ended.status}" + (" (OOMKilled)" if ended.oom_killed else "")
+
+    def _read_counts(self) -> None:
+        if self._cgroup is None or (self._ended is not None and self._current):
+            return  # nothing to read, or the reading taken at the end stands
+        counts = self._cgroup.counts()
+        self._current = counts is not None
+        self._counts = counts or self._counts
+
+    async def limit_events(self) -> LimitEvents | None:
+        """What the container's memory and pids limits did (docker/limits.py), also after it was
+        lost or closed; None where nothing of it could be read from here."""
+        if self._final is not None:
+            return self._final
+        self._read_counts()
+        return container_events(self._counts, self._current, self._ended,
+                                self._cgroup.describe() if self._cgroup else None)
 
     async def _destroy(self, force: bool) -> None:
+        if self._final is None and self._cgroup is not None:
+            self._final = await self.limit_events()  # the group goes with the container
         if self.cfg.keep_containers and not force:
             return
         await self._engine("rm", "-f", "-t", "0", self.name, check=False)

@@ -29,10 +29,11 @@ from typing import Any, Protocol
 
 from farm.config import KubernetesSandboxConfig, SandboxConfig
 from farm.errors import ConfigError
-from farm.sandbox.base import Capabilities, Sandbox, SandboxError, SandboxStartError
+from farm.sandbox.base import Capabilities, LimitEvents, Sandbox, SandboxError, SandboxStartError
 from farm.sandbox.images.plan import registry_prefix
 from farm.sandbox.images.resolve import check_relay_task
 from farm.sandbox.kubernetes.gc import GcReport, gc_pods
+from farm.sandbox.kubernetes.pod_status import oom_killed, pod_digest
 from farm.sandbox.kubernetes.pull_events import pull_facts
 from farm.sandbox.relayed import ctime_scan
 from farm.sandbox.relayed import manifests as m
@@ -170,29 +171,6 @@ class KubeExecOpener:
 # --- the sandbox ----------------------------------------------------------------------------
 
 
-def pod_digest(pod: Any) -> str:
-    """phase, reasons, container states and false conditions, for error messages."""
-    st = getattr(pod, "status", None)
-    if st is None:
-        return "no status"
-    parts = [f"phase={st.phase}"]
-    if st.reason:
-        parts.append(f"reason={st.reason}")
-    if st.message:
-        parts.append(f"message={st.message}")
-    for cs in list(st.init_container_statuses or []) + list(st.container_statuses or []):
-        state = cs.state
-        if state and state.waiting:
-            parts.append(f"{cs.name}: waiting {state.waiting.reason}: {state.waiting.message or ''}".rstrip(": "))
-        if state and state.terminated:
-            t = state.terminated
-            parts.append(f"{cs.name}: terminated {t.reason} exit={t.exit_code} {t.message or ''}".rstrip())
-    for c in st.conditions or []:
-        if c.status == "False":
-            parts.append(f"{c.type}=False {c.reason or ''} {c.message or ''}".rstrip())
-    return "; ".join(parts)
-
-
 class KubernetesSandbox(RelaySandbox):
     backend = "kubernetes"
     # egress is a NetworkPolicy: it can change in place. No jail: CAP_SYS_ADMIN, even for the
@@ -233,6 +211,7 @@ class KubernetesSandbox(RelaySandbox):
         self._policies: list[str] = []
         self._calls = {"start": 0, "ready": 0, "closing": 0}
         self._system_baseline: dict[str, Any] | None = None
+        self._oom: str | None = None  # the task container's OOMKilled, as a lost stream's pod read showed it
 
     @property
     def label(self) -> str:
@@ -277,9 +256,17 @@ class KubernetesSandbox(RelaySandbox):
             pod = await self._api(self.core.read_namespaced_pod, self.name, self.cfg.namespace)
         except Exception as e:
             return f"pod unreadable: {e!r}"
+        self._oom = self._oom or oom_killed(pod)
         if pod.status is None or pod.status.phase != "Running":
             return pod_digest(pod)
         return None
+
+    async def limit_events(self) -> LimitEvents | None:
+        """The pod status's own word on the container's memory limit (issue 40): ``OOMKilled``
+        means the kernel killed the task container whole at its limit (cgroup v2 kills the group,
+        relay included), the agent's doing. Read from the pod a lost stream already fetched: no
+        API call of its own. None otherwise: a pod keeps no counters farm can read."""
+        return LimitEvents(agent=("memory",), evidence=self._oom) if self._oom else None
 
     async def _pull_done(self) -> bool | None:
         """Read the pod's events: True once the task image is on the node (``image_pull_s`` set),

@@ -348,19 +348,22 @@ class Kubelet:
         self._note_phase(rt.namespace, rt.name, "Gone")
         rt.gone.set()
 
-    def kill_pod(self, namespace: str, name: str) -> None:
-        """What a node crash or OOM kill does: the pod's PID 1 dies; the pod object stays (Failed)."""
+    def kill_pod(self, namespace: str, name: str, reason: str | None = None) -> None:
+        """What a node crash or OOM kill does: the pod's PID 1 dies; the pod object stays (Failed).
+        ``reason="OOMKilled"``: the status a kubelet writes when the container's memory limit
+        killed it (terminated, reason OOMKilled, exit code 137); else "Error"."""
         rt = self.pods[(namespace, name)]
         assert rt.fake is not None and rt.fake.proc is not None
         rt.fake.kill()
-        self._ended(rt, rt.fake.proc.wait())  # the status says so before kill_pod returns
+        self._ended(rt, rt.fake.proc.wait(), reason)  # the status says so before kill_pod returns
 
-    def _ended(self, rt: PodRuntime, code: int) -> None:
+    def _ended(self, rt: PodRuntime, code: int, reason: str | None = None) -> None:
         with rt.lock:
             if rt.phase in ("Failed", "Succeeded"):
                 return
             code = 128 - code if code < 0 else code
-            rt.task_state = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+            reason = reason or ("Completed" if code == 0 else "Error")
+            rt.task_state = {"terminated": {"exitCode": code, "reason": reason,
                                             "startedAt": now_rfc3339(), "finishedAt": now_rfc3339()}}
             rt.phase = "Succeeded" if code == 0 and not rt.reason else "Failed"
             for t in ("ContainersReady", "Ready"):
