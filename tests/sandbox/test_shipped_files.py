@@ -13,8 +13,8 @@ import tarfile
 from farm.sandbox.relayed import manifests as m
 from farm.sandbox.relayed.sandbox import INSIDE_SRC
 
-SHIPPED = ["capture.py", "contain.py", "jail.py", "leaf_bash.py", "leaf_tools.py", "leaf_vendor.py", "procs.py", "proctable.py", "relay.py",
-           "server.py", "verifier_ns.py"]
+SHIPPED = ["capture.py", "contain.py", "jail.py", "leaf_bash.py", "leaf_tools.py", "leaf_vendor.py", "procs.py",
+           "proctable.py", "relay.py", "server.py", "verifier_ns.py"]
 
 
 def test_the_shipped_archive_holds_the_same_files() -> None:

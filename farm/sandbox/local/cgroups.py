@@ -236,10 +236,12 @@ class CgroupLimits:
         def find(dirs: list[Path], ctrl_file: str) -> Path | None:
             return next((d for d in dirs if (d / ctrl_file).exists()), None)
 
-        cmd_pids, cmd_mem = find(self.command_dirs, "pids.max"), find(self.command_dirs, "memory.oom_control")
-        box_pids, box_mem = find(self.sandbox_dirs, "pids.max"), find(self.sandbox_dirs, "memory.oom_control")
-        counts = {"commands": (count(cmd_pids, "pids.events", "max"), count(cmd_mem, "memory.oom_control", "oom_kill")),
-                  "agent": (count(box_pids, "pids.events", "max"), count(box_mem, "memory.oom_control", "oom_kill"))}
+        # v1 counts OOM kills in memory.oom_control, v2 in memory.events; both say "oom_kill N"
+        oom_file = "memory.oom_control" if self.version == 1 else "memory.events"
+        cmd_pids, cmd_mem = find(self.command_dirs, "pids.max"), find(self.command_dirs, oom_file)
+        box_pids, box_mem = find(self.sandbox_dirs, "pids.max"), find(self.sandbox_dirs, oom_file)
+        counts = {"commands": (count(cmd_pids, "pids.events", "max"), count(cmd_mem, oom_file, "oom_kill")),
+                  "agent": (count(box_pids, "pids.events", "max"), count(box_mem, oom_file, "oom_kill"))}
         hit = {who: tuple(name for name, n in (("memory", oom), ("pids", forks)) if n)
                for who, (forks, oom) in counts.items()}
         evidence = "; ".join(f"{who}: pids limit met {forks}x, OOM kills {oom}" for who, (forks, oom) in counts.items())
