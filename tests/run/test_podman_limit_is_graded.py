@@ -10,7 +10,6 @@ memory limit (the OOM killer takes it), the second solves the task: one attempt,
 from __future__ import annotations
 
 import asyncio
-import textwrap
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from farm.config import load_config
 from farm.run.driver import load_tasks, run_experiment
 from farm.store import ResultStore
 from tests.support.podman import BASE_IMAGE, TOOLBOX_IMAGE, podman
-from tests.support.tasks import CHECK_ANSWER
+from tests.support.tasks import CHECK_ANSWER, make_task_dir
 
 pytestmark = pytest.mark.integration
 
@@ -32,24 +31,9 @@ WRITE = "echo fixed > /app/answer.txt"
 
 def _task(root: Path) -> str:
     name = f"oom-{uuid.uuid4().hex[:10]}"  # the built image's tag derives from it: removed after
-    d = root / name
-    (d / "environment").mkdir(parents=True)
-    (d / "tests").mkdir()
-    (d / "task.toml").write_text(textwrap.dedent("""\
-        version = "1.0"
-        [agent]
-        timeout_sec = 120
-        network_mode = "no-network"
-        [verifier]
-        timeout_sec = 60
-        network_mode = "no-network"
-        [environment]
-        cpus = 1
-        memory = "1G"
-    """))
-    (d / "instruction.md").write_text("Write 'fixed' into /app/answer.txt.\n")
+    d = make_task_dir(root, name, CHECK_ANSWER, solve_sh=None)
+    # the shared test base image (no git): the task needs only /app
     (d / "environment" / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nWORKDIR /app\n")
-    (d / "tests" / "test.sh").write_text(CHECK_ANSWER)
     return name
 
 

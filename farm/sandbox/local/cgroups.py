@@ -274,6 +274,14 @@ class CgroupLimits:
 
     def remove(self) -> None:
         """Kill whatever is still in the groups, then delete them."""
+        # a frozen process takes its SIGKILL only once thawed: an agent that died between the
+        # freeze and the thaw of a fork bomb's kill (procs.py end_command) would otherwise leave
+        # thousands of frozen shells that no kill ends and a group that cannot be removed
+        for d in self.dirs:
+            try:
+                (d / "freezer.state").write_text("THAWED")
+            except OSError:
+                pass  # no freezer here, or the group is gone
         deadline = time.monotonic() + 5.0
         while True:
             left = self.pids()

@@ -82,3 +82,36 @@ async def test_commands_join_the_child_group_and_the_agent_stays_above_it(tmp_pa
     finally:
         await sb.close()
     assert (await sb.limit_events()) is not None  # read at close, still there after
+
+
+@pytest.mark.root
+def test_removing_the_groups_ends_a_frozen_command(tmp_path: Path) -> None:
+    # an agent that dies between a fork bomb's freeze and its thaw leaves the commands frozen; a
+    # frozen process takes SIGKILL only once thawed, so removal thaws first (else: shells in D
+    # state forever and a group that cannot be removed)
+    import subprocess
+    import time
+    import uuid
+
+    freezer = Path("/sys/fs/cgroup/freezer")
+    if not (freezer / "cgroup.procs").exists():
+        pytest.skip("no cgroup v1 freezer mounted at /sys/fs/cgroup/freezer")
+    box = freezer / f"farm-test-{uuid.uuid4().hex[:8]}"
+    commands = box / "commands"
+    commands.mkdir(parents=True)
+    proc = subprocess.Popen(["sleep", "300"])
+    try:
+        (commands / "cgroup.procs").write_text(str(proc.pid))
+        (commands / "freezer.state").write_text("FROZEN")
+        started = time.monotonic()
+        CgroupLimits([box], [], None, 1, [commands]).remove()
+        assert proc.wait(5) == -9 and time.monotonic() - started < 5  # TimeoutExpired: still frozen
+        assert not box.exists()
+    finally:  # never a frozen leftover of the test's own, whatever failed
+        if commands.exists():
+            (commands / "freezer.state").write_text("THAWED")
+        proc.kill()
+        proc.wait()
+        for d in (commands, box):
+            if d.exists():
+                d.rmdir()

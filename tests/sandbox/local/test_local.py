@@ -14,6 +14,7 @@ import pytest
 import farm.sandbox.local.sandbox as local
 from farm.errors import UnsupportedTaskError
 from farm.sandbox.base import Sandbox, SandboxStartError, ToolRequest
+from farm.sandbox.local.gc import _start_time
 from farm.sandbox.local.sandbox import LocalSandbox, check_image, image_repository
 from farm.tasks.model import BuildStep, Resources, Task
 from tests.support.tasks import make_task
@@ -21,14 +22,6 @@ from tests.support.tasks import make_task
 from ..conformance import SandboxConformance
 
 pytestmark = pytest.mark.bwrap
-
-
-def _start_time(pid: int) -> str | None:
-    try:
-        data = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return data[data.rindex(")") + 2 :].split()[19]
 
 
 def _is_zombie(pid: int) -> bool:
