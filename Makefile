@@ -74,6 +74,13 @@ integrity-table: test-setup
 	-$(PY) -m pytest -q -m "integration or not integration" tests/redteam
 	$(PY) scripts/integrity_table.py
 
+# The hostile-actions suite (tests/run/test_hostile_actions.py: fork bomb, memory, threads, ... as
+# trials), then its table into docs/integrity.md (scripts/hostile_table.py)
+.PHONY: hostile-table
+hostile-table: test-setup
+	-$(PY) -m pytest -q -m "integration or not integration" tests/run/test_hostile_actions.py
+	$(PY) scripts/hostile_table.py
+
 # Faults at scale (issue 29, docs/performance.md): the start storm at the issue's full size
 # (2,000 trials from 4 Ray workers against the Kubernetes API-server emulator; CI runs 200),
 # then the chaos benchmark (a fault-free pass and a seeded fault schedule, one table)

@@ -56,15 +56,16 @@ def table(cells: list[dict], known_holes: dict[tuple[str, str, str], str],
     return "\n".join(lines)
 
 
-def render(doc: str, body: str) -> str:
-    """``doc`` with the text between the markers replaced by ``body``.
+def render(doc: str, body: str, begin: str = BEGIN, end_marker: str = END) -> str:
+    """``doc`` with the text between the markers replaced by ``body`` (the red team's markers
+    unless told; scripts/hostile_table.py has its own).
 
     Raises:
         ValueError: the markers are missing or out of order."""
-    start, end = doc.find(BEGIN), doc.find(END)
+    start, end = doc.find(begin), doc.find(end_marker)
     if start < 0 or end < start:
-        raise ValueError(f"docs/integrity.md lacks the lines {BEGIN!r} ... {END!r}")
-    return doc[: start + len(BEGIN)] + "\n" + body + "\n" + doc[end:]
+        raise ValueError(f"docs/integrity.md lacks the lines {begin!r} ... {end_marker!r}")
+    return doc[: start + len(begin)] + "\n" + body + "\n" + doc[end:]
 
 
 def main(argv: list[str]) -> int:

@@ -8,12 +8,15 @@ met, and nothing left behind: no staging directory, no cgroup.
 
 The fork bomb runs under the sandbox's pids limit at 512 (the default 4,096 thrashes 1 GiB of
 memory for tens of seconds: ``docs/integrity.md`` has that measurement); its handling (the
-commands' own cgroup, the jail ended at the timeout) is the same.
+commands' own cgroup, the jail ended at the timeout) is the same. Each run writes its trials to
+build/hostile/results.json; ``make hostile-table`` puts them in docs/integrity.md.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -32,6 +35,7 @@ from tests.support.tasks import make_task_dir as make_task
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.root]
 
+RESULTS = Path(__file__).resolve().parents[2] / "build" / "hostile" / "results.json"
 PIDS = 512
 TIMEOUT_S = 6
 SLACK_S = 8.0  # the hostile call's timeout plus this: its kill, the jail's restart, a loaded CI machine
@@ -39,8 +43,9 @@ WRITE = {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo fixed > 
 # (task id, command, limits the row must name, how the trial ends); memory: the task's own 1 GiB.
 # "resolved": the call after the hostile one worked; the stderr flood's observation (1 MiB, the
 # cap) fills the model's context, which ends the loop: the model's outcome, graded all the same
+BOMB = ":(){ :|:& };:"
 ACTIONS: list[tuple[str, str, set[str], tuple[str, str]]] = [
-    ("fork-bomb", ":(){ :|:& };:", {"pids"}, ("resolved", "agent")),
+    ("fork-bomb", BOMB, {"pids"}, ("resolved", "agent")),
     ("sleep-storm", "while true; do sleep 1 & done", {"pids"}, ("resolved", "agent")),
     ("memory-one", "python3 -c 'b = b\"x\" * (3 << 30)'", {"memory"}, ("resolved", "agent")),
     ("memory-many", "for i in 1 2 3 4 5 6; do python3 -c 'import time; b = b\"x\" * (300 << 20); "
@@ -80,9 +85,30 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     assert len(by_task) == len(rows), [(r["task_id"], r["attempt"], r["status"]) for r in rows]
     for r in rows:
         r["_hostile_s"] = next(s["tool_s"] for s in steps if s["trial_key"] == r["trial_key"] and s["step"] == 0)
+    _record([_cell(by_task[name], command, "farm-safe") for name, command, *_ in ACTIONS])
     by_task["_left"] = {"staging": sorted(p.name for p in (tmp / "sb").iterdir()) if (tmp / "sb").exists() else [],
                         "groups": sorted(_farm_groups() - groups_before)}
     return by_task
+
+
+def _cell(row: dict[str, Any], command: str, compat: str) -> dict[str, Any]:
+    return {"action": row["task_id"], "command": command, "backend": row["sandbox_backend"], "compat": compat,
+            **{k: row[k] for k in ("status", "exit_reason", "attempt", "error_class", "sandbox_limits")},
+            "hostile_s": row["_hostile_s"]}
+
+
+def _record(cells: list[dict[str, Any]]) -> None:
+    """Merge ``cells`` into build/hostile/results.json (scripts/hostile_table.py reads it)."""
+    try:
+        old = json.loads(RESULTS.read_text()).get("cells", [])
+    except (OSError, ValueError):
+        old = []
+    key = lambda c: (c["action"], c["backend"], c["compat"])  # noqa: E731
+    merged = {key(c): c for c in old} | {key(c): c for c in cells}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    tmp = RESULTS.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"cells": list(merged.values())}, indent=1) + "\n")
+    tmp.replace(RESULTS)
 
 
 def _farm_groups() -> set[str]:
@@ -132,7 +158,7 @@ def test_under_the_vendors_rules_a_fork_bomb_outlives_its_call_and_the_trial_is_
     # observation); the sandbox agent keeps its reserve, answers, and the trial is graded once
     make_task(tmp_path / "tasks", "fork-bomb", CHECK_ANSWER)
     script = tmp_path / "agent.yaml"
-    script.write_text(yaml.safe_dump(_turns(":(){ :|:& };:")))
+    script.write_text(yaml.safe_dump(_turns(BOMB)))
     cfg = load_config([f"benchmark.path={tmp_path / 'tasks'}", "run.executor=local", f"store.uri={tmp_path / 's'}",
                        f"sandbox.local.root_dir={tmp_path / 'sb'}", "run.progress=false", "agent=scripted",
                        f"agent.script={script}", "agent.compat=leaf-2609", "run.max_attempts=3",
@@ -147,3 +173,5 @@ def test_under_the_vendors_rules_a_fork_bomb_outlives_its_call_and_the_trial_is_
     steps = ResultStore.open(str(tmp_path / "s")).read_steps(summary.run_id).to_pylist()
     after = next(s for s in steps if s["step"] == 1)
     assert "cannot start the command" in after["messages_json"], after["messages_json"]
+    row["_hostile_s"] = next(s["tool_s"] for s in steps if s["step"] == 0)
+    _record([_cell(row, BOMB, "leaf-2609")])
