@@ -37,16 +37,24 @@ COMMANDS = "commands"  # the child group of the agent's commands
 # what the sandbox agent keeps for itself (its threads, the jail's two helpers, a launcher per
 # running command; ~60 MiB resident): an eighth of the limit, capped
 AGENT_PIDS_RESERVE = 64
+AGENT_PIDS_FLOOR = 16
 AGENT_MEMORY_RESERVE_MB = 192
+AGENT_MEMORY_FLOOR_MB = 64
 COMMANDS_CPU_SHARES = 2
 
 
 def command_limits(res: Resources) -> tuple[int, int]:
     """(memory MiB, pids) for the commands' group: the sandbox's limits less the agent's reserve
-    (0: no limit, as in ``res``)."""
-    memory = max(res.memory_mb - min(AGENT_MEMORY_RESERVE_MB, res.memory_mb // 8), 1) if res.memory_mb > 0 else 0
-    pids = max(res.pids - min(AGENT_PIDS_RESERVE, res.pids // 8), 1) if res.pids > 0 else 0
-    return memory, pids
+    (0: no limit, as in ``res``). The reserve is an eighth, within [floor, cap], and never more
+    than half: the agent alone (pinned, with the jail's two helpers) holds ~45 MiB and a dozen
+    pids, which an eighth of a small sandbox would not cover."""
+    def reserve(total: int, floor: int, cap: int) -> int:
+        return min(cap, max(floor, total // 8), total // 2)
+
+    memory = res.memory_mb - reserve(res.memory_mb, AGENT_MEMORY_FLOOR_MB, AGENT_MEMORY_RESERVE_MB) \
+        if res.memory_mb > 0 else 0
+    pids = res.pids - reserve(res.pids, AGENT_PIDS_FLOOR, AGENT_PIDS_RESERVE) if res.pids > 0 else 0
+    return max(memory, 1) if res.memory_mb > 0 else 0, max(pids, 1) if res.pids > 0 else 0
 
 
 class CgroupUnavailable(Exception):

@@ -15,9 +15,10 @@ from farm.tasks.model import Resources
 
 
 def test_the_commands_get_the_sandbox_limits_less_the_agents_reserve() -> None:
-    assert command_limits(Resources(memory_mb=2048, pids=4096)) == (2048 - 192, 4096 - 64)
-    assert command_limits(Resources(memory_mb=1024, pids=512)) == (1024 - 128, 512 - 64)
-    assert command_limits(Resources(memory_mb=256, pids=64)) == (256 - 32, 64 - 8)  # an eighth below the caps
+    assert command_limits(Resources(memory_mb=4096, pids=8192)) == (4096 - 192, 8192 - 64)  # the caps
+    assert command_limits(Resources(memory_mb=1024, pids=256)) == (1024 - 128, 256 - 32)  # an eighth
+    assert command_limits(Resources(memory_mb=256, pids=64)) == (256 - 64, 64 - 16)  # the floors
+    assert command_limits(Resources(memory_mb=64, pids=8)) == (64 - 32, 8 - 4)  # never more than half
     assert command_limits(Resources(memory_mb=0, pids=0)) == (0, 0)  # no limit stays no limit
 
 
