@@ -37,7 +37,8 @@ def table(cells: list[dict]) -> str:
              "|---" * (len(columns) + 1) + "|"]
     for action in actions:
         row = [cell_text(by[(action, *col)]) if (action, *col) in by else "not run" for col in columns]
-        command = next(c["command"] for c in cells if c["action"] == action).replace("|", "\\|")
+        # one table row: a pipe would split the cell, a newline the row
+        command = next(c["command"] for c in cells if c["action"] == action).replace("|", "\\|").replace("\n", "\\n")
         lines.append(f"| {action}: `{command}` | " + " | ".join(row) + " |")
     return "\n".join(lines)
 

@@ -112,8 +112,11 @@ def _record(cells: list[dict[str, Any]]) -> None:
 
 
 def _farm_groups() -> set[str]:
-    """The sandbox cgroups that exist now, in every v1 controller this machine mounts."""
-    return {str(p) for p in CGROUP_ROOT.glob("*/farm-*")} | {str(p) for p in CGROUP_ROOT.glob("*/*/*/farm-*")}
+    """The cgroups of this suite's sandboxes (named after its tasks) that exist now, in every v1
+    controller this machine mounts; other tests' sandboxes may come and go meanwhile."""
+    ours = tuple(f"farm-{name}-" for name, *_ in ACTIONS)
+    found = set(CGROUP_ROOT.glob("*/farm-*")) | set(CGROUP_ROOT.glob("*/*/*/farm-*"))
+    return {str(p) for p in found if p.name.startswith(ours)}
 
 
 @pytest.mark.parametrize(("task_id", "limits", "end"), [(n, lim, end) for n, _, lim, end in ACTIONS],

@@ -16,7 +16,8 @@ CELLS = [
     {"action": "fork-bomb", "command": ":(){ :|:& };:", "backend": "local", "compat": "farm-safe",
      "status": "resolved", "exit_reason": "agent", "attempt": 1, "error_class": None, "sandbox_limits": ["pids"],
      "hostile_s": 7.25},
-    {"action": "stderr-flood", "command": "head -c 300M /dev/zero >&2", "backend": "local", "compat": "farm-safe",
+    {"action": "stderr-flood", "command": "head -c 300M /dev/zero >&2\nexit 0", "backend": "local",
+     "compat": "farm-safe",
      "status": "unresolved", "exit_reason": "max_context_len", "attempt": 1, "error_class": None,
      "sandbox_limits": [], "hostile_s": 1.8},
     {"action": "fork-bomb", "command": ":(){ :|:& };:", "backend": "local", "compat": "leaf-2609",
@@ -34,6 +35,7 @@ def test_one_row_per_action_one_column_per_backend_and_rules() -> None:
     assert "resolved (agent), attempt 1; limits met: pids; hostile call 7.2 s" in bomb
     assert "unresolved (agent), attempt 1, `patch_capture_after_kill`; limits met: pids" in bomb
     assert "unresolved (max_context_len), attempt 1; limits met: none" in flood and flood.endswith("| not run |")
+    assert flood.startswith("| stderr-flood: `head -c 300M /dev/zero >&2\\nexit 0` |")  # one line per row
 
 
 def test_the_table_goes_between_the_markers(tmp_path: Path) -> None:
