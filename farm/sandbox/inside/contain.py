@@ -10,6 +10,9 @@ descriptors down; the agent needs no view of /sys/fs/cgroup, and no command inhe
 
 * ``FARM_COMMAND_CGROUPS``: write-only ``cgroup.procs`` descriptors, one per controller. Every
   process the agent spawns writes ``0`` (itself) to each between fork and exec (``joining``);
+* ``FARM_AGENT_CGROUPS``: the same for the group the agent itself lives in, controller by
+  controller as above: the jail's init moves itself into the commands' group to start a
+  command there by ``posix_spawn``, and back (spawn.py);
 * ``FARM_COMMAND_FREEZER``: the group's ``freezer.state``: ``freeze`` stops every command at
   once, so that ending a fork bomb does not race thousands of forks (procs.py ``end_command``);
 * and the agent pins its own pages (``pin_memory``) with ``CAP_IPC_LOCK``, granted to it alone
@@ -20,6 +23,7 @@ import ctypes
 import os
 
 CGROUP_ENV = "FARM_COMMAND_CGROUPS"
+HOME_ENV = "FARM_AGENT_CGROUPS"
 FREEZER_ENV = "FARM_COMMAND_FREEZER"
 MCL_CURRENT = 1
 
@@ -39,16 +43,18 @@ def _fds(name):
 
 
 class Containment:
-    """The descriptors of the commands' cgroup (``fds``) and its freezer, if the backend gave any."""
+    """The descriptors of the commands' cgroup (``fds``), of the agent's own (``home_fds``, in
+    the same order) and the commands' freezer, if the backend gave any."""
 
-    def __init__(self, fds=(), freezer=None):
+    def __init__(self, fds=(), freezer=None, home_fds=()):
         self.fds = tuple(fds)
         self.freezer = freezer
+        self.home_fds = tuple(home_fds)
 
     @classmethod
     def from_environment(cls):
         freezer = _fds(FREEZER_ENV)
-        return cls(_fds(CGROUP_ENV), freezer[0] if freezer else None)
+        return cls(_fds(CGROUP_ENV), freezer[0] if freezer else None, _fds(HOME_ENV))
 
     def joining(self, then):
         """A preexec function that joins the commands' group, then runs ``then`` (or ``then``

@@ -28,15 +28,12 @@ import time
 
 if __package__:
     from . import procs
-    from .proctable import parent_pid, proc_pids
 else:  # run as a script inside a sandbox: server.py put this directory on sys.path
     import procs
-    from proctable import parent_pid, proc_pids
 
 # the vendor's transport starts the runner's shell three shells deep: bash adds one, so 4 is shown
 VENDOR_SHLVL = "3"
 READ_SIZE = 1 << 16
-FIND_SHELL_S = 1.0  # how long a timed-out call looks for its shell below the jail's launcher
 
 
 def shell_env(base, start_dir, keep):
@@ -54,22 +51,12 @@ def _failed(code, message):
 
 
 def _kill_shell(proc):
-    """SIGKILL the shell alone. In a jail the agent's child is the launcher (jail.py exec) and
-    the shell is its only child; the launcher then exits as the shell did."""
-    target = proc.pid
-    if getattr(proc, "farm_launcher", False):
-        deadline = time.monotonic() + FIND_SHELL_S
-        while True:
-            below = [p for p in proc_pids() if parent_pid(p) == proc.pid]
-            if below or proc.poll() is not None or time.monotonic() >= deadline:
-                break
-            time.sleep(0.002)  # the launcher has not forked the shell yet
-        if below:
-            target = below[0]
-    if target == proc.pid and proc.poll() is not None:
+    """SIGKILL the shell alone (in a jail too: the jail's init started it, spawn.py, and
+    ``proc.pid`` is the shell's own)."""
+    if proc.poll() is not None:
         return  # already gone (and reaped: its pid may be another process's by now)
     try:
-        os.kill(target, signal.SIGKILL)
+        os.kill(proc.pid, signal.SIGKILL)
     except OSError:
         pass
 
@@ -144,8 +131,7 @@ def run_shell(processes, command, timeout_s, cap, umask, start_dir, env=None, ke
         processes.forget(proc)
     return {
         "timed_out": timed_out,
-        # as Python's subprocess reports it: negative for a signal (in a jail the launcher dies
-        # by the shell's signal, jail.py, so its status reads the same)
+        # as Python's subprocess reports it: negative for a signal (in a jail too: spawn.py)
         "returncode": proc.returncode,
         "stdout": bytes(kept[out_fd]),
         "stderr": bytes(kept[err_fd]),

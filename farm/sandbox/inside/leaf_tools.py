@@ -19,7 +19,6 @@ setting.
 import os
 import re
 import select
-import shlex
 import stat
 import subprocess
 import sys
@@ -328,11 +327,9 @@ def tool_bash(args, workdir, limits, exec_fn, extra):
     cap_chars = int(limits["bash_output_chars"])
     # Enough bytes per stream that the capture never cuts inside what the character cap keeps.
     output_cap = max(8 * cap_chars + 4096, 65536)
-    res = exec_fn(
-        "exec /bin/bash -lc " + shlex.quote(str(command)),
-        timeout_s=timeout_s, cwd=workdir, env=limits.get("env") or None, merge_stderr=False,
-        output_cap=output_cap,
-    )
+    # a login shell (profiles put toolchains on PATH), started as such: not a shell that execs one
+    res = exec_fn(str(command), timeout_s=timeout_s, cwd=workdir, env=limits.get("env") or None, merge_stderr=False,
+                  output_cap=output_cap, login=True)
     out, err = res.get("stdout", ""), res.get("stderr", "")
     extra["exit_code"] = res.get("exit_code")
     extra["timed_out"] = bool(res.get("timed_out"))

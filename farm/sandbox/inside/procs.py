@@ -3,23 +3,18 @@
 Part of the sandbox agent (see server.py): stdlib-only and Python >= 3.8, shipped as a file
 next to server.py.
 
-Which processes belong to a command? Every command's shell is made a *child subreaper*
-(``PR_SET_CHILD_SUBREAPER``, kept across ``execve``) before it starts, so whatever it spawns
-stays in its process tree while the shell lives: double forks, ``setsid``, ``nohup`` and
-``env -i`` cannot leave it. A timed-out command is stopped with everything below it (stopped
-processes start nothing and run no next command), everything below it is killed until nothing
-is left, and then the shell itself.
+Which processes belong to a command? A command's shell under farm's rules is a *child
+subreaper* (``PR_SET_CHILD_SUBREAPER``, kept across ``execve``), so whatever it spawns stays in
+its tree while the shell lives: double forks, ``setsid``, ``nohup`` and ``env -i`` cannot leave
+it. A timed-out command is stopped with everything below it (stopped processes start nothing and
+run no next command), everything below it is killed until nothing is left, then the shell.
 Processes that left the tree because their shell had already exited are still found by their
 session (the shell led a new one), or by the ``FARM_EXEC_ID`` environment tag a command's
-processes inherit; only a process that is both outside the tree and changed both can escape.
-Killing *all* the commands left (``kill_all``) ends their PID namespace at once where they have
-one (jail.py), whatever they did to their tree, session and environment.
-
-Where the backend put the commands in a cgroup of their own (contain.py), every process spawned
-here moves itself there before it execs.
-
-When the agent's commands have taken every pid of the sandbox (a fork storm), a command that
-cannot be started is an exec result (exit 126), not an error of the channel.
+processes inherit. Killing *all* the commands left (``kill_all``) ends their PID namespace at
+once where they have one (jail.py), whatever they did to their tree, session and environment.
+There, the namespace's init starts every command (spawn.py), in the commands' cgroup where the
+backend made one (contain.py); elsewhere each process spawned here moves itself there.
+A command that cannot be started for want of pids (a fork storm) is an exec result (exit 126).
 """
 
 import ctypes
@@ -55,9 +50,8 @@ STORM_MEMBERS = 1024  # processes in the jail past which a timed-out command is 
 READ_SIZE = 1 << 16
 
 
-# "pragma: no mutate block" marks code that only ever runs in a process of its own (the agent's
-# main process, or a command's child between fork and exec): the subprocess tests exercise it
-# (test_channel.py, test_inside_kill.py), but mutmut cannot see a hit outside its own process.
+# "pragma: no mutate block": code that runs only in a process of its own (the agent's, or a child
+# between fork and exec); subprocess tests exercise it, mutmut cannot see a hit there.
 
 
 def log(msg):
@@ -123,7 +117,7 @@ class Processes:
 
     def start_jail(self):  # pragma: no mutate block (the agent's own process only)
         """Put every later child in a nested PID namespace (jail.py); before any other fork."""
-        made, why = jail.start()
+        made, why = jail.start(join_fds=self.contained.fds, home_fds=self.contained.home_fds)
         self.jail = made
         self.isolation = made.describe() if made else "none: " + why
         if self.contained.fds:  # the commands' own limits (local/cgroups.py): they cannot starve the agent
@@ -140,7 +134,7 @@ class Processes:
         while True:
             drop, reply = self._jail_requests.get()
             try:
-                reply.put(jail.start(drop))
+                reply.put(jail.start(drop, self.contained.fds, self.contained.home_fds))
             except Exception as e:  # never let the jailer die silently
                 reply.put((None, repr(e)))
 
@@ -171,24 +165,43 @@ class Processes:
             return "%s-%d" % (self.prefix, self.counter)
 
     def spawn(self, argv, jailed=True, umask=None, subreaper=True, **kwargs):
-        """Popen ``argv`` as a subreaper (unless ``subreaper`` is false: the vendor's shell is
-        none), in the jail where there is one and ``jailed`` (the child is then the jail's
-        launcher and ``farm_launcher`` is set on the Popen), under ``umask`` if given."""
+        """Start ``argv`` as a subreaper (unless ``subreaper`` is false: the vendor's shell is
+        none), under ``umask`` if given: in the jail where there is one and ``jailed`` (its init
+        forks it: spawn.py; stdin /dev/null, stdout a pipe, stderr a pipe or ``STDOUT``), else
+        as a Popen of ours."""
+        if jailed:
+            # the jail is read under its lock: kill_jail may be replacing it
+            with self.jail_lock:
+                if self.jail is not None:
+                    return self._spawn_jailed(argv, umask, subreaper, kwargs)
         # Registration happens under the reaper's lock so that it never reaps a fresh child of
-        # ours before Popen.wait() can collect its exit status; the jail is read under it too,
-        # as kill_all may replace it.
+        # ours before Popen.wait() can collect its exit status.
         preexec = set_subreaper if _PRCTL is not None and subreaper else None
-        if umask is not None:  # Popen's own umask= is Python >= 3.9; the launcher passes it on
+        if umask is not None:  # Popen's own umask= is Python >= 3.9
             preexec = _with_umask(preexec, int(umask))
         preexec = self.contained.joining(preexec)
-        with self.jail_lock, self.lock:
-            launcher = self.jail is not None and jailed
-            if launcher:
-                argv = self.jail.wrap(argv, kwargs.get("cwd"), subreaper)
+        with self.lock:
             proc = subprocess.Popen(argv, preexec_fn=preexec, **kwargs)
-            proc.farm_launcher = launcher
             self.children.add(proc.pid)
         return proc
+
+    def _spawn_jailed(self, argv, umask, subreaper, kwargs):
+        if (kwargs.get("stdin"), kwargs.get("stdout")) != (subprocess.DEVNULL, subprocess.PIPE):
+            raise ValueError("a jailed command reads /dev/null and writes to pipes")
+        for _ in range(2):
+            spawner = self.jail.spawner
+            try:
+                return spawner.spawn(argv, kwargs.get("cwd"), kwargs.get("env"), umask, subreaper,
+                                     merge_stderr=kwargs["stderr"] == subprocess.STDOUT)
+            except OSError as e:
+                if not spawner.dead or e.errno != errno.ESRCH:
+                    raise
+            # its init died outside a kill of ours (the OOM killer's choice, say), and with it
+            # everything in the namespace: a fresh one for this command and the next
+            self._replace_jail(self.jail)
+            if self.jail is None:
+                break
+        raise OSError(errno.ESRCH, "the commands' namespace is gone and could not be made again")
 
     def forget(self, proc):
         with self.lock:
@@ -337,22 +350,26 @@ class Processes:
             else:
                 old.kill()
             self.jail = None
-            if not restart:
-                return len(members)
-            made, why = self._new_jail(old.drop)
-            self.jail = made
-            if made is None:
-                self.isolation = "none: the jail could not be made again: " + why
-                log("commands are no longer isolated from the agent: " + why)
+            if restart:
+                self._replace_jail(old)
         return len(members)
+
+    def _replace_jail(self, old):  # pragma: no mutate block (the agent only)
+        """A fresh namespace in place of ``old`` (killed, or found dead); jail_lock held."""
+        self.jail = None
+        made, why = self._new_jail(old.drop)
+        self.jail = made
+        if made is None:
+            self.isolation = "none: the jail could not be made again: " + why
+            log("commands are no longer isolated from the agent: " + why)
 
     def kill_all(self, restart_jail=True):
         """``kill_everything`` that also says how many distinct processes it killed: (clean, n).
 
         Where the commands run in a jail, its namespace goes first, with everything in it, by
         the kernel (``kill_jail``): a fork storm that filled the sandbox's pids limit cannot
-        outrun that. What is left (tagged processes outside it, the per-command launchers, or
-        everything where there is no jail) is killed one by one."""
+        outrun that. What is left (tagged processes outside it, or everything where there is no
+        jail) is killed one by one; the jail's own (its init's standby) are not the commands'."""
         in_jail = self.kill_jail(restart_jail) if self.jail is not None else 0
         prefix = self.prefix + "-"
         killed = set()
@@ -361,6 +378,8 @@ class Processes:
             pids = descendants(self.me, table)
             pids.update(p for p in table if any(t.startswith(prefix) for t in environ_tags(p)))
             pids -= self._protected()
+            if self.jail is not None:
+                pids = {p for p in pids if not self.jail.own(p)}  # the init's standby (spawn.py)
             if not pids:
                 return True, in_jail + len(killed)
             for pid in pids:
@@ -375,8 +394,9 @@ class Processes:
 
 
 def run_command(procs, command, timeout_s=120.0, cwd=None, env=None, merge_stderr=False,
-                output_cap=DEFAULT_OUTPUT_CAP, private_verifier=False):
-    """Run ``bash -c command`` with a timeout that kills all it started; the exec result dict.
+                output_cap=DEFAULT_OUTPUT_CAP, private_verifier=False, login=False):
+    """Run ``bash -c command`` (``login``: ``bash -lc``) with a timeout that kills all it
+    started; the exec result dict.
 
     ``private_verifier``: run it as the in-place verifier, outside the jail in a mount namespace
     of its own (verifier_ns.py); its stderr is merged into stdout and the result carries
@@ -396,7 +416,7 @@ def run_command(procs, command, timeout_s=120.0, cwd=None, env=None, merge_stder
     started = time.monotonic()
     deadline = started + float(timeout_s)
     try:
-        argv = ["/bin/bash", "-c", command]
+        argv = ["/bin/bash", "-lc" if login else "-c", command]
         if private_verifier:
             merge_stderr = False  # its stderr carries only verifier_ns.py's result line
             drop = procs.jail.drop if procs.jail is not None else ()

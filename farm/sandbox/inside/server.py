@@ -165,9 +165,9 @@ class Agent:
         return self.run_command(command, timeout_s, cwd, env, merge_stderr, output_cap, private_verifier)
 
     def run_command(self, command, timeout_s=120.0, cwd=None, env=None, merge_stderr=False,
-                    output_cap=DEFAULT_OUTPUT_CAP, private_verifier=False):
+                    output_cap=DEFAULT_OUTPUT_CAP, private_verifier=False, login=False):
         return procs.run_command(self.procs, command, timeout_s, cwd, env, merge_stderr, output_cap,
-                                 private_verifier=private_verifier)
+                                 private_verifier=private_verifier, login=login)
 
     def op_kill_leftovers(self):
         # before an in-place verifier (a daemon the agent left must not outlive its phase), and
@@ -265,8 +265,9 @@ class Agent:
             import leaf_tools  # owned by the agent harness; shipped next to this file
             import leaf_vendor  # noqa: F401
 
-        def exec_fn(command, timeout_s=120.0, cwd=None, env=None, merge_stderr=True, output_cap=DEFAULT_OUTPUT_CAP):
-            return self.run_command(command, timeout_s, cwd, env, merge_stderr, output_cap)
+        def exec_fn(command, timeout_s=120.0, cwd=None, env=None, merge_stderr=True, output_cap=DEFAULT_OUTPUT_CAP,
+                    login=False):
+            return self.run_command(command, timeout_s, cwd, env, merge_stderr, output_cap, login=login)
 
         # the vendor's Bash rules start their shell through this agent's own runner (leaf_bash.py)
         exec_fn.processes = self.procs

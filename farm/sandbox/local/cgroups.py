@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from farm.sandbox.base import LimitEvents
-from farm.sandbox.inside.contain import CGROUP_ENV, FREEZER_ENV
+from farm.sandbox.inside.contain import CGROUP_ENV, FREEZER_ENV, HOME_ENV
 from farm.tasks.model import Resources
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CPU_PERIOD_US = 100_000
 COMMANDS = "commands"  # the child group of the agent's commands
-# what the sandbox agent keeps for itself (its threads, the jail's two helpers, a launcher per
-# running command; ~60 MiB resident): an eighth of the limit, capped
+# what the sandbox agent keeps for itself (its threads, the jail's holder and init, the init's
+# standby for a forked command; ~60 MiB resident): an eighth of the limit, capped
 AGENT_PIDS_RESERVE = 64
 AGENT_PIDS_FLOOR = 16
 AGENT_MEMORY_RESERVE_MB = 192
@@ -195,13 +195,14 @@ class CgroupLimits:
         joins = " && ".join(f"echo $$ > {shlex.quote(str(d / 'cgroup.procs'))}" for d in self.sandbox_dirs)
         return ["/bin/sh", "-c", f'{joins} && exec "$@"', "farm-sandbox"] + argv
 
-    def command_fds(self) -> list[int]:
-        """Write-only descriptors of the commands' ``cgroup.procs`` files, for the sandbox agent
-        (inherited through bwrap; the caller closes its own copies once bwrap started)."""
+    def command_fds(self, parents: bool = False) -> list[int]:
+        """Write-only descriptors of the commands' ``cgroup.procs`` files (``parents``: of the
+        sandbox's groups above them), for the sandbox agent (inherited through bwrap; the
+        caller closes its own copies once bwrap started)."""
         fds: list[int] = []
         try:
             for d in self.command_dirs:
-                fds.append(os.open(d / "cgroup.procs", os.O_WRONLY))
+                fds.append(os.open((d.parent if parents else d) / "cgroup.procs", os.O_WRONLY))
         except OSError:
             for fd in fds:
                 os.close(fd)
@@ -218,9 +219,13 @@ class CgroupLimits:
 
     def hand_over(self) -> tuple[list[int], dict[str, str]]:
         """What the sandbox agent gets (inside/contain.py): the descriptors to pass to bwrap
-        (the caller closes its copies once bwrap started) and the environment naming them."""
+        (the caller closes its copies once bwrap started) and the environment naming them:
+        the commands' groups and, in the same order, the sandbox's own (where the agent lives)."""
         fds = self.command_fds()
         env = {CGROUP_ENV: ",".join(map(str, fds))}
+        home = self.command_fds(parents=True)
+        fds += home
+        env[HOME_ENV] = ",".join(map(str, home))
         freezer = self.freezer_fd()
         if freezer is not None:
             fds.append(freezer)
