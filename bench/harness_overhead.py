@@ -1,11 +1,16 @@
 """Per-tool-call cost of the agent loop, per agent.compat setting side by side: `Bash true`.
 
     .venv/bin/python bench/harness_overhead.py [--calls 300] [--compat farm-safe,leaf-2609]
-        [--rounds 5] [--mode sequential|concurrent] [--peer-python <venv>/bin/python]
+        [--rounds 5] [--mode sequential|concurrent] [--backend local|docker]
+        [--peer-python <venv>/bin/python]
 
-Runs the real loop against the real policy endpoint (HTTP) and one real LocalSandbox; the
+Runs the real loop against the real policy endpoint (HTTP) and one real sandbox; the
 settings take turns in ``--rounds`` rounds, so that a machine whose load changes treats them
-alike. For every tool call it reports:
+alike. ``--backend local`` (the default) is a LocalSandbox (bubblewrap); ``--backend docker``
+is farm's container backend (ContainerSandbox) driving podman, on the bare Debian image and the
+toolbox image the podman tests build and cache (bench/container_backend.py; made on the first
+run from deb.debian.org, never pulled from a registry). The table is the same for both; its
+header line names the backend and its engine. For every tool call it reports:
 
 * whole tool call - the loop's dispatch to observation (what the model waits for);
 * shell           - ``bash -lc true`` itself: timed inside the same sandbox by one measuring
@@ -29,12 +34,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,8 +50,12 @@ sys.path.insert(0, str(ROOT))
 from farm.agent import LLMClient, run_agent  # noqa: E402
 from farm.agent.tokens import TokenCounter  # noqa: E402
 from farm.config import CHOICES, AgentConfig, ModelConfig  # noqa: E402
+from farm.sandbox.base import Sandbox  # noqa: E402
 from farm.sandbox.local.sandbox import LocalSandbox  # noqa: E402
+from farm.sandbox.relayed.manifests import PYTHON as BUNDLED_PYTHON  # noqa: E402
 from farm.tasks.model import Environment, Task, VerifierSpec  # noqa: E402
+
+BACKENDS = ("local", "docker")
 
 # Starts `bash -lc true` N times from one process inside the sandbox and prints each run's
 # seconds: the shell's own cost, with no farm process between it and its parent.
@@ -72,8 +83,8 @@ def task() -> Task:
                 agent_timeout_s=3600)
 
 
-async def one_run(sb: LocalSandbox, calls: int, compat: str, mode: str, tokenizer: str,
-                  tmp: Path) -> dict[str, list[float]]:
+async def one_run(sb: Sandbox, calls: int, compat: str, mode: str, tokenizer: str,
+                  tmp: Path, bench_task: Task | None = None) -> dict[str, list[float]]:
     """``calls`` Bash true turns through run_agent under ``compat``; per-call parts in seconds."""
     turns = [{"tool_calls": [{"name": "Bash", "arguments": {"command": "true"}}]}] * calls + [{"content": "done"}]
     script = tmp / f"script-{compat}-{time.monotonic_ns()}.json"
@@ -96,7 +107,7 @@ async def one_run(sb: LocalSandbox, calls: int, compat: str, mode: str, tokenize
 
         try:
             marks.append(time.perf_counter())
-            traj = await run_agent(task(), sb, llm, cfg, session_id="bench", on_step=on_step)
+            traj = await run_agent(bench_task or task(), sb, llm, cfg, session_id="bench", on_step=on_step)
         finally:
             await llm.close()
     finally:
@@ -113,28 +124,45 @@ async def one_run(sb: LocalSandbox, calls: int, compat: str, mode: str, tokenize
     return out
 
 
-async def measure(calls: int, compats: list[str], rounds: int, mode: str,
-                  tokenizer: str) -> tuple[list[float], dict[str, dict[str, list[float]]]]:
+@contextlib.asynccontextmanager
+async def open_sandbox(backend: str, tmp: Path) -> AsyncIterator[tuple[Sandbox, Task, str]]:
+    """The started sandbox, its task, and the Python that times the shell inside it: the host's
+    python3 in bubblewrap; in a container, the bundled one (the task image has none)."""
+    if backend == "local":
+        local_task = task()
+        async with LocalSandbox(local_task, root_dir=tmp / "sbx") as sb:
+            yield sb, local_task, "python3"
+        return
+    from bench.container_backend import docker_task, prepare, started
+
+    cfg = prepare()
+    bench_task = docker_task("overhead")
+    async with started(bench_task, cfg) as sb:
+        yield sb, bench_task, BUNDLED_PYTHON
+
+
+async def measure(calls: int, compats: list[str], rounds: int, mode: str, tokenizer: str,
+                  backend: str = "local") -> tuple[list[float], dict[str, dict[str, list[float]]]]:
     per_round = max(1, calls // rounds)
     res: dict[str, dict[str, list[float]]] = {c: {} for c in compats}
     with tempfile.TemporaryDirectory() as tmp:
-        async with LocalSandbox(task(), root_dir=Path(tmp) / "sbx") as sb:
+        async with open_sandbox(backend, Path(tmp)) as (sb, bench_task, python):
             for compat in compats:  # warm: the tools' modules, the page cache of the shell's files
                 await sb.call("tool", name="Bash", args={"command": "true"}, workdir="/app", limits={"compat": compat})
             TokenCounter(tokenizer)  # load the vocabulary once, as a worker process would
             shell: list[float] = []
             for r in range(rounds):
-                shell += await shell_times(sb, per_round)
+                shell += await shell_times(sb, per_round, python)
                 order = compats if r % 2 == 0 else compats[::-1]
                 for compat in order:
-                    part = await one_run(sb, per_round, compat, mode, tokenizer, Path(tmp))
+                    part = await one_run(sb, per_round, compat, mode, tokenizer, Path(tmp), bench_task)
                     for key, values in part.items():
                         res[compat].setdefault(key, []).extend(values)
     return shell, res
 
 
-async def shell_times(sb: LocalSandbox, n: int) -> list[float]:
-    done = await sb.exec(f"python3 -I -S -c '{SHELL_PROGRAM}' {n}", cwd="/app", timeout_s=600)
+async def shell_times(sb: Sandbox, n: int, python: str = "python3") -> list[float]:
+    done = await sb.exec(f"{python} -I -S -c '{SHELL_PROGRAM}' {n}", cwd="/app", timeout_s=600)
     if done.exit_code != 0:
         raise SystemExit(f"timing the shell inside the sandbox failed: {done.output[-500:]}")
     return [float(x) for x in done.stdout.split()]
@@ -181,26 +209,62 @@ def run_peer(python: str, calls: int) -> None:
     print(done.stdout.split("=== SUMMARY", 1)[-1].split("\n--- repeat", 1)[0])
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, checked; ``compats`` is the list of settings, ``rounds`` at most ``calls``.
+
+    Raises:
+        SystemExit: an unknown setting, fewer than one call, or an unknown backend (argparse's
+            exit status 2 for the last).
+    """
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=300, help="tool calls per setting")
     ap.add_argument("--compat", default="farm-safe,leaf-2609", help="agent.compat settings, comma-separated")
     ap.add_argument("--rounds", type=int, default=5, help="rounds the settings take turns in")
     ap.add_argument("--mode", default="sequential", choices=["sequential", "concurrent"])
     ap.add_argument("--tokenizer", default="qwen", choices=["qwen", "tiktoken", "bytes"])
+    ap.add_argument("--backend", default="local", choices=BACKENDS,
+                    help="local: bubblewrap; docker: farm's container backend on podman (the podman tests' images)")
     ap.add_argument("--peer-python", help="a venv's Python with mini-swe-agent 2.4.6: run the peer anchor too")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     compats = [c.strip() for c in args.compat.split(",") if c.strip()]
     bad = [c for c in compats if c not in CHOICES["agent.compat"]]
     if bad or not compats:
         raise SystemExit(f"--compat: {bad or args.compat!r} is not among {', '.join(CHOICES['agent.compat'])}")
-    rounds = max(1, min(args.rounds, args.calls))
-    shell, res = asyncio.run(measure(args.calls, compats, rounds, args.mode, args.tokenizer))
+    if args.calls < 1:
+        raise SystemExit(f"--calls: {args.calls} (at least 1)")
+    args.compats = compats
+    args.rounds = max(1, min(args.rounds, args.calls))
+    return args
+
+
+def engine_of(backend: str) -> str:
+    """What runs the sandbox, as its version says: bubblewrap's, or the container engine's."""
+    if backend == "docker":
+        from bench.container_backend import engine_version
+
+        return engine_version()
+    try:
+        said = subprocess.run(["bwrap", "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except OSError:
+        said = ""
+    return said or "bubblewrap"
+
+
+def header(backend: str, engine: str, n: int, rounds: int, mode: str, tokenizer: str, load: float) -> list[str]:
+    """The lines above the table: the backend and its engine first, then how it was run."""
+    return [f"backend {backend}, engine {engine}",
+            f"Bash true per tool call ({n} calls per setting in {rounds} rounds, {mode}, "
+            f"tokenizer={tokenizer}, load {load:.1f})"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    shell, res = asyncio.run(measure(args.calls, args.compats, args.rounds, args.mode, args.tokenizer, args.backend))
     n = len(next(iter(res.values()))["whole"])
-    print(f"Bash true per tool call ({n} calls per setting in {rounds} rounds, {args.mode}, "
-          f"tokenizer={args.tokenizer}, load {os.getloadavg()[0]:.1f})")
+    print("\n".join(header(args.backend, engine_of(args.backend), n, args.rounds, args.mode, args.tokenizer,
+                           os.getloadavg()[0])))
     print("\n".join(table(shell, res)))
-    if args.peer_python:
+    if args.peer_python:  # after farm's rounds, in the same command, whatever the backend
         run_peer(args.peer_python, args.calls)
 
 

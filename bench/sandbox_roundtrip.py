@@ -1,9 +1,21 @@
-"""Local sandbox latency: start, exec round trip, 1 MiB read/write.
+"""Sandbox latency: start, exec round trip, 1 MiB read/write.
 
     .venv/bin/python bench/sandbox_roundtrip.py [--starts 20] [--execs 200] [--io 50]
 
 Prints one table (p50/p95 in milliseconds). Runs real bubblewrap sandboxes with the default
 limits; nothing else on the machine should be busy while it runs.
+
+Where a container sandbox's start goes (sandbox=docker, farm's ContainerSandbox on podman):
+
+    .venv/bin/python bench/sandbox_roundtrip.py --backend docker [--starts 20] [--execs 200]
+
+Each start is from a cached image (the bare Debian image and toolbox image the podman tests
+build and cache, bench/container_backend.py; made on the first run, never pulled) and is split
+into: the image check and pod spec, the volume and the toolbox init container that fills it, the task
+container's create and start (from podman's event log: ``run -d`` issued to its create event,
+create to start event), ``run -d`` returning plus the cgroup lookup, the sandbox agent
+answering its first ping (exec stream, relay, agent), and the log dirs (one exec); then the
+close, and on the first sandbox the exec `true` and protocol ping round trips. Same table.
 
 Start reliability and latency per network mode (failed starts are counted, not fatal; the
 modes take turns, so that a change in the machine's load hits them alike):
@@ -159,13 +171,67 @@ async def main(starts: int, execs: int, io: int) -> None:
 
     print(f"farm local sandbox round trips — {platform.node()}, {os.cpu_count()} CPUs, "
           f"Python {platform.python_version()}, limits: {limits}")
-    print(f"{'operation':<38} {'n':>5} {'p50 ms':>9} {'p95 ms':>9} {'mean ms':>9}")
+    print("\n".join(table(rows)))
+
+
+def table(rows: list[tuple[str, int, list[float]]]) -> list[str]:
+    """The operations as printed: n, p50, p95 and mean in ms; a row without samples says so."""
+    lines = [f"{'operation':<38} {'n':>5} {'p50 ms':>9} {'p95 ms':>9} {'mean ms':>9}"]
     for name, n, xs in rows:
-        print(f"{name:<38} {n:>5} {_pct(xs, 0.5):>9.2f} {_pct(xs, 0.95):>9.2f} {statistics.fmean(xs):>9.2f}")
+        if not xs:
+            lines.append(f"{name:<38} {n:>5} {'n/a':>9} {'n/a':>9} {'n/a':>9}")
+            continue
+        lines.append(f"{name:<38} {n:>5} {_pct(xs, 0.5):>9.2f} {_pct(xs, 0.95):>9.2f} {statistics.fmean(xs):>9.2f}")
+    return lines
 
 
-if __name__ == "__main__":
+def start_rows(phases: list[dict[str, float]]) -> list[tuple[str, int, list[float]]]:
+    """The rows of the container starts: the whole start, then each phase indented under it."""
+    from bench.container_backend import PHASES
+
+    rows = [("sandbox start from a cached image", len(phases), [p["whole"] for p in phases])]
+    for name in PHASES:
+        rows.append((f"  {name}", len(phases), [p[name] for p in phases if name in p]))
+    return rows
+
+
+async def _round_trips(sb, execs: int) -> list[tuple[str, int, list[float]]]:
+    await sb.exec("true")  # warm
+    return [("exec `true` round trip", execs, await _timed(execs, lambda: sb.exec("true"))),
+            ("call ping round trip", execs, await _timed(execs, lambda: sb.call("ping")))]
+
+
+async def docker_main(starts: int, execs: int) -> None:
+    """Container starts from a cached image, phase by phase; exec and ping round trips on the first."""
+    from bench.container_backend import docker_task, engine_version, prepare, timed_start
+
+    cfg = prepare()
+    task = docker_task("roundtrip")
+    phases: list[dict[str, float]] = []
+    close_ms: list[float] = []
+    rest: list[tuple[str, int, list[float]]] = []
+    load0 = os.getloadavg()[0]
+    for i in range(starts):
+        sb, phase = await timed_start(task, cfg)
+        phases.append(phase)
+        try:
+            if i == 0:  # the round trips need one sandbox, not one per start
+                rest = await _round_trips(sb, execs)
+        finally:
+            t0 = time.perf_counter()
+            await sb.close()
+            close_ms.append((time.perf_counter() - t0) * 1000)
+    print(f"backend docker, engine {engine_version(cfg.engine)}")
+    print(f"farm container sandbox round trips — {platform.node()}, {os.cpu_count()} CPUs, "
+          f"Python {platform.python_version()}, image {task.environment.image}, no network, "
+          f"load {load0:.2f} -> {os.getloadavg()[0]:.2f}")
+    print("\n".join(table([*start_rows(phases), ("sandbox close", starts, close_ms), *rest])))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=["local", "docker"], default="local",
+                    help="docker: farm's container backend on podman, each start split into its phases")
     ap.add_argument("--starts", type=int, default=20)
     ap.add_argument("--execs", type=int, default=200)
     ap.add_argument("--io", type=int, default=50)
@@ -173,8 +239,19 @@ if __name__ == "__main__":
     ap.add_argument("--network", nargs="+", choices=list(MODES), default=["public-isolated"],
                     help="with --starts-only: the network modes to compare")
     ap.add_argument("--concurrency", type=int, default=1)
-    a = ap.parse_args()
-    if a.starts_only:
+    a = ap.parse_args(argv)
+    if a.backend == "docker" and a.starts_only:
+        ap.error("--starts-only measures the local backend's network modes; --backend docker splits each start")
+    if a.starts < 1 or a.execs < 1:
+        ap.error("--starts and --execs: at least 1")
+    return a
+
+
+if __name__ == "__main__":
+    a = parse_args()
+    if a.backend == "docker":
+        asyncio.run(docker_main(a.starts, a.execs))
+    elif a.starts_only:
         asyncio.run(starts_only(a.starts, a.network, a.concurrency))
     else:
         asyncio.run(main(a.starts, a.execs, a.io))
