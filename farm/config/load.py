@@ -42,7 +42,7 @@ NOT_HASHED = (
     "benchmark.pro_scripts",
     "serve.host", "serve.port",
     "serve.ready_timeout_s", "serve.app_name", "serve.num_cpus", "report", "sandbox.local.root_dir",
-    "sandbox.docker.image_min_free_gb", "sandbox.docker.start_timeout_s",
+    "sandbox.docker.image_min_free_gb", "sandbox.docker.start_timeout_s", "sandbox.docker.share_toolbox",
 )
 
 # Settings added after runs already existed that DO change what a run measures: they enter the

@@ -88,6 +88,10 @@ class DockerSandboxConfig:
     runtime: str | None = None  # e.g. runsc for gVisor
     extra_args: list[str] = field(default_factory=list)
     keep_containers: bool = False
+    # one toolbox volume (the agent's Python and programs, mounted read-only) for every sandbox of
+    # one toolbox image and farm version, filled once (farm/sandbox/docker/toolbox.py); false: one
+    # per sandbox, filled at each start (~0.6 s on podman)
+    share_toolbox: bool = True
     max_reconnects: int = 3
     labels: dict[str, str] = field(default_factory=dict)
     # from the task image being present (after its pull or build) to the container answering;

@@ -20,6 +20,7 @@ from farm.config import DockerSandboxConfig, KubernetesSandboxConfig, SandboxCon
 from farm.errors import ConfigError
 from farm.sandbox.base import JAIL_CAPS, JAIL_ENV, Capabilities, GcReport, LimitEvents, Sandbox, SandboxStartError
 from farm.sandbox.docker.limits import ContainerCgroup, Counts, Ended, container_events, parse_state
+from farm.sandbox.docker.toolbox import shared_volume
 from farm.sandbox.images.engine import engine, run_engine
 from farm.sandbox.images.ensure import LOG_ARTIFACT, ensure_image
 from farm.sandbox.images.resolve import built_view, check_relay_task, relay_plan, resolve_image
@@ -92,6 +93,7 @@ class ContainerSandbox(RelaySandbox):
                          network=network or (task.agent_network if role == "agent" else task.verifier_network),
                          image_policy=image_policy)
         self.volume = f"{self.name}-farm"
+        self._shared_volume = False  # the toolbox volume is the shared one (docker/toolbox.py): never removed here
         # what the container's limits did (docker/limits.py): its cgroup, found once it runs; the
         # last counters read; how it ended, once a lost channel asked; the answer kept at removal
         self._cgroup: ContainerCgroup | None = None
@@ -147,12 +149,21 @@ class ContainerSandbox(RelaySandbox):
         # the steps as the progress line names them: the volume and the toolbox init container that
         # fills it ("create"), then the task container (`run -d` creates and starts it: "run")
         self.stats.note_step(f"{self.step_label} create")
-        await self._engine("volume", "create", "--label", f"{m.RUN_LABEL}={self.run_id}",
-                           "--label", f"{m.APP_LABEL}={m.APP_NAME}", self.volume)
-        await self._engine("run", "--rm", "--network", "none", "--security-opt", "no-new-privileges",
-                           "--cap-drop", "ALL", "--user", "0:0", f"--pull={self.cfg.pull}",
-                           "-v", f"{self.volume}:{m.FARM_MOUNT}", "--entrypoint", init["command"][0],
-                           init["image"], *init["command"][1:])
+
+        def fill(volume: str) -> list[str]:
+            return ["run", "--rm", "--network", "none", "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
+                    "--user", "0:0", f"--pull={self.cfg.pull}", "-v", f"{volume}:{m.FARM_MOUNT}",
+                    "--entrypoint", init["command"][0], init["image"], *init["command"][1:]]
+
+        shared = None
+        if self.cfg.share_toolbox:
+            shared = await shared_volume(self.cfg.engine, init["image"], init["command"], fill)
+        if shared is not None:
+            self.volume, self._shared_volume = shared, True
+        else:
+            await self._engine("volume", "create", "--label", f"{m.RUN_LABEL}={self.run_id}",
+                               "--label", f"{m.APP_LABEL}={m.APP_NAME}", self.volume)
+            await self._engine(*fill(self.volume))
         # ensure_image made the task image present: the run never pulls it again
         self.stats.note_step(f"{self.step_label} run")
         await self._engine(*run_args(self.pod, self.volume, self.network, self.cfg, pull="never"))
@@ -222,7 +233,8 @@ class ContainerSandbox(RelaySandbox):
         if self.cfg.keep_containers and not force:
             return
         await self._engine("rm", "-f", "-t", "0", self.name, check=False)
-        await self._engine("volume", "rm", "-f", self.volume, check=False)
+        if not self._shared_volume:
+            await self._engine("volume", "rm", "-f", self.volume, check=False)
 
 
 # --- garbage collection ---------------------------------------------------------------------

@@ -102,7 +102,10 @@ async def test_gc_removes_what_dead_runs_left_and_keeps_live_ones(podman_env: di
     from farm.config import SandboxConfig
     from farm.sandbox.registry import gc
 
-    cfg = DockerSandboxConfig(engine="podman", toolbox_image=TOOLBOX_IMAGE, pull="never", keep_containers=True)
+    # a toolbox volume of each sandbox's own: gc removes a dead run's (the shared one it leaves,
+    # test_toolbox_volume.py)
+    cfg = DockerSandboxConfig(engine="podman", toolbox_image=TOOLBOX_IMAGE, pull="never", keep_containers=True,
+                              share_toolbox=False)
     dead_run = f"crashed run/{uuid.uuid4().hex[:6]}"  # not a valid label value on a pod: kept whole here
     sandboxes = {run: ContainerSandbox(podman_task(network="no-network"), cfg, run_id=run, trial_key=uuid.uuid4().hex)
                  for run in (dead_run, "live-run")}
