@@ -37,7 +37,7 @@ RUN_ID = "bench"  # the containers' run label: `farm gc` removes what a killed b
 # the rows of a start, in order (ms); each is the time between two marks of start_phases
 PHASES = (
     "image present (inspect) + pod spec",
-    "volume + toolbox init container",
+    "toolbox volume (shared, or filled)",
     "container create (run -d to created)",
     "container start (created to started)",
     "run -d returns + cgroup lookup",
