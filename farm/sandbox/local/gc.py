@@ -31,11 +31,15 @@ def _rmtree(path: Path) -> None:
 
 
 def _start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot, /proc's own words), or None when it
+    is gone or a zombie: a crashed driver's bwrap may wait unreaped for a while (its new parent,
+    PID 1 of a container or a VM, need not reap it at once), and it runs nothing any more."""
     try:
         data = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return data[data.rindex(")") + 2 :].split()[19]
+    fields = data[data.rindex(")") + 2 :].split()
+    return None if fields[0] in ("Z", "X") else fields[19]
 
 
 def gc_local(root_dir: Path | None = None, min_age_s: float = 60.0, dry_run: bool = False) -> list[str]:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from farm.sandbox.base import SandboxStartError
+from farm.sandbox.local.gc import CGROUPS_FILE, gc_local
 from farm.sandbox.local.sandbox import LocalSandbox
 from tests.procs import alive
 from tests.support.tasks import make_task
@@ -129,7 +130,14 @@ def test_a_killed_driver_leaves_no_slirp4netns_behind(tmp_path: Path) -> None:
     leaked = alive(slirp)
     if leaked:
         os.kill(slirp, signal.SIGKILL)  # this test's driver started it: leave nothing behind
+    # what the killed driver could not remove (its staging dir, its cgroups) is what `farm gc`
+    # collects: collected here, at once (its bwrap may still be an unreaped zombie), so that the
+    # test leaves no empty groups on the machine
+    cgroups = [Path(x) for d in tmp_path.iterdir() if (d / CGROUPS_FILE).exists()
+               for x in (d / CGROUPS_FILE).read_text().split()]
+    gc_local(tmp_path, min_age_s=0)
     assert not leaked, f"slirp4netns {slirp} outlived its driver"
+    assert cgroups and not [d for d in cgroups if d.exists()], "gc_local left a crashed driver's cgroups"
 
 
 @pytest.mark.slow
