@@ -10,7 +10,7 @@ sandbox is lost, and the model's own failure becomes an infrastructure error. Wi
   reaps orphans and, in a mount namespace of its own, mounts a ``/proc`` of the new namespace;
   the kernel ignores a SIGKILL sent to an init from inside its namespace;
 * the init is also the commands' resident spawner (spawn.py): the agent sends it each command,
-  it forks the command's shell there, drops the jail's capabilities in it, and reports its exit
+  it starts the command's shell there without the jail's capabilities, and reports its exit
   status. ``ps`` inside shows the namespace's own PIDs, and no PID a command can name is the
   agent's, the relay's or the holder's;
 * :meth:`Jail.kill` (the agent's ``kill_leftovers``) SIGKILLs the init from outside: the kernel
@@ -20,8 +20,8 @@ sandbox is lost, and the model's own failure becomes an infrastructure error. Wi
 
 The agent cannot do this itself: a multithreaded process that unshared a PID namespace can no
 longer start threads (clone(2), EINVAL), hence the two single-threaded helpers (the holder and
-the init). The agent keeps its own view from outside: its process table lists the commands under their outer PIDs, which
-is what its timeouts and kills use.
+the init). The agent keeps its own view from outside: its process table lists the commands
+under their outer PIDs, which is what its timeouts and kills use.
 
 The capabilities it needs (``CAP_SYS_ADMIN``, ``CAP_SYS_CHROOT``, ``CAP_SETPCAP``) are granted
 by the backend only for this and named in ``FARM_AGENT_JAIL``; every command loses them from
@@ -192,8 +192,8 @@ def start(drop=None, join_fds=(), home_fds=()):
                                   stdout=subprocess.PIPE, close_fds=True, pass_fds=given, cwd="/",
                                   env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
     except OSError as e:
-        for sock in (requests, init_requests, replies, init_replies):
-            sock.close()
+        requests.close()
+        replies.close()
         return None, "the jail holder did not start: %s" % e
     finally:
         init_requests.close()

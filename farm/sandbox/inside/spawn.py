@@ -235,7 +235,7 @@ def serve(libc, caps, requests_fd, replies_fd, join_fds, home_fds, drop_capabili
             request = _receive(requests)
             if request is None:
                 return
-            token, spec, fds = request
+            token, spec, fds, _ = request
             try:
                 if spawning and not spec.get("subreaper"):
                     pid = _spawn(token, spec, fds, replies, join_fds, home_fds)
@@ -302,10 +302,10 @@ class _Standby:  # pragma: no mutate block (PID 1)
         """Hand ``request`` over; the standby's PID (now the command's), or None (there is none)."""
         if self.pid is None:
             return None
-        token, spec, fds = request
+        _, _, fds, message = request
         pid = self.pid
         try:
-            _send(self.sock, b"%d " % token + json.dumps(spec).encode("ascii"), fds)
+            _send(self.sock, message, fds)  # as the agent sent it: nothing to encode again
         except OSError:
             os.kill(pid, signal.SIGKILL)  # half a request: it must not go on
             pid = None
@@ -414,7 +414,8 @@ def _reap(running, replies):  # pragma: no mutate block (PID 1)
 
 
 def _receive(sock):  # pragma: no mutate block (PID 1)
-    """(token, spec, [stdin, stdout, stderr]) of one request, or None once the agent is gone."""
+    """(token, spec, [stdin, stdout, stderr], the message as sent) of one request, or None once
+    the agent is gone."""
     fds = array.array("i")
     head = b""
     while len(head) < HEADER.size:
@@ -432,8 +433,9 @@ def _receive(sock):  # pragma: no mutate block (PID 1)
         if not data:
             return None
         body += data
-    token, _, spec = bytes(body).partition(b" ")
-    return int(token), json.loads(spec.decode("ascii")), list(fds)
+    message = bytes(body)
+    token, _, spec = message.partition(b" ")
+    return int(token), json.loads(spec.decode("ascii")), list(fds), message
 
 
 def _probe_task():
@@ -459,7 +461,7 @@ def _command(libc, request, replies, join_fds, settled=False):  # pragma: no mut
     What every command has in common the init did once for all (``serve``): the jail's
     capabilities dropped from what an exec passes on, SIGPIPE and SIGXFSZ at their defaults,
     no signal blocked. ``settled``: ``_settle`` was done (a standby)."""
-    token, spec, fds = request
+    token, spec, fds, _ = request
     try:
         replies.send(b"pid %d" % token)  # the kernel adds this process's PID, as the agent sees it
         for target, fd in enumerate(fds):
