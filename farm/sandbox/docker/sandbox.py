@@ -21,7 +21,7 @@ from farm.errors import ConfigError
 from farm.sandbox.base import JAIL_CAPS, JAIL_ENV, Capabilities, GcReport, LimitEvents, Sandbox, SandboxStartError
 from farm.sandbox.docker.limits import ContainerCgroup, Counts, Ended, container_events, parse_state
 from farm.sandbox.docker.toolbox import shared_volume
-from farm.sandbox.images.engine import engine, run_engine
+from farm.sandbox.images.engine import engine, remove_container, run_engine
 from farm.sandbox.images.ensure import LOG_ARTIFACT, ensure_image
 from farm.sandbox.images.resolve import built_view, check_relay_task, relay_plan, resolve_image
 from farm.sandbox.relayed import manifests as m
@@ -232,7 +232,9 @@ class ContainerSandbox(RelaySandbox):
             self._final = await self.limit_events()  # the group goes with the container
         if self.cfg.keep_containers and not force:
             return
-        await self._engine("rm", "-f", "-t", "0", self.name, check=False)
+        left = await remove_container(self.cfg.engine, self.name)
+        if left is not None:  # the row says so; `farm gc` removes a stopped container of a run later
+            self.stats.extra["container_not_removed"] = left[-500:]
         if not self._shared_volume:
             await self._engine("volume", "rm", "-f", self.volume, check=False)
 
@@ -263,7 +265,7 @@ async def gc_containers(binary: str, is_run_alive: Callable[[str], bool], *, dry
         running = str(row.get("State", "")).lower() == "running"
         if dead(labels.get(m.RUN_LABEL)) or not running:
             if not dry_run:
-                await engine(binary, "rm", "-f", "-t", "0", name, check=False)
+                await remove_container(binary, name)
             report.add("container", name)
         else:
             report.kept += 1

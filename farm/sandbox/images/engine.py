@@ -65,6 +65,27 @@ async def engine(binary: str, *args: str, check: bool = True, timeout: float = 6
     return out.decode(errors="replace")
 
 
+async def remove_container(binary: str, name: str, *, tries: int = 5) -> str | None:
+    """Remove a container, running or not; None once it is gone, else the engine's last error.
+
+    ``rm -f`` is not enough alone: when the container's main process exits while podman is
+    killing it (a sandbox whose agent was just told to shut down), podman answers "container
+    state improper: stopped" and leaves the container behind. The next ``rm`` finds it stopped
+    and removes it, so a failure is tried again while the container still exists.
+    """
+    err = ""
+    for attempt in range(tries):
+        rc, _, err = await run_engine(binary, "rm", "-f", "-t", "0", name, timeout=120)
+        if rc == 0:
+            return None
+        rc, _, why = await run_engine(binary, "inspect", "--type", "container", "--format", "{{.Id}}", name,
+                                      timeout=60)
+        if rc != 0 and "no such" in why.lower():  # gone (removed by the failed call or by someone else)
+            return None
+        await asyncio.sleep(0.1 * (attempt + 1))
+    return err.strip() or f"{binary} rm exited non-zero"
+
+
 def _pull_failed(stderr: str) -> bool:
     low = stderr.lower()
     return any(s in low for s in ("pull access denied", "manifest unknown", "image not known",

@@ -52,7 +52,7 @@ async def test_sandboxes_share_one_filled_volume_and_gc_leaves_it(podman_env: di
     # left by an earlier run of this test goes first, so that the first start fills it
     image_id = run_command("podman", "image", "inspect", "--format", "{{.Id}}", TOOLBOX_IMAGE).stdout.strip()
     name = toolbox.volume_name(image_id, [m.TOOLBOX_INIT_PYTHON, "-c", m.INIT_SCRIPT, m.pack_inside(INSIDE_SRC)])
-    run_command("podman", "volume", "rm", name)
+    run_command("podman", "volume", "rm", "-f", name)  # -f: with a container an earlier crash left on it
     try:
         first = _sandbox("share-a")
         await first.start()
