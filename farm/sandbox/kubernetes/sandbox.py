@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import logging
 import threading
@@ -111,7 +112,8 @@ class WebSocketStream:
         except Exception as e:  # the socket broke: the channel sees EOF and re-opens
             self._stderr += f"\n[exec stream error: {e!r}]".encode()
         finally:
-            self.loop.call_soon_threadsafe(self.reader.feed_eof)
+            with contextlib.suppress(RuntimeError):  # the event loop closed first: nobody to tell
+                self.loop.call_soon_threadsafe(self.reader.feed_eof)
 
     def write(self, data: bytes) -> None:
         fut = self.loop.run_in_executor(self._sender, self.ws.write_stdin, data)

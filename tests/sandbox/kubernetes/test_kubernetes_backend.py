@@ -255,6 +255,30 @@ async def test_a_write_to_a_closed_websocket_is_a_lost_stream_not_an_internal_er
         stream.close()
 
 
+def test_a_stream_that_outlives_its_event_loop_ends_without_an_error_in_its_thread() -> None:
+    """The receiving thread tells the loop about the end of the stream; when the loop was closed
+    first (a trial's loop ending while the pod's exec stream still drains), there is nobody to
+    tell, and that is no error (CI at stop 43 saw RuntimeError 'Event loop is closed' there)."""
+    import sys
+    import threading
+
+    from farm.sandbox.kubernetes.sandbox import WebSocketStream
+
+    seen: list[BaseException | None] = []
+    saved = threading.excepthook
+    threading.excepthook = lambda args: seen.append(args.exc_value)
+    loop = asyncio.new_event_loop()
+    try:
+        ws = FakeWSClient([sys.executable, "-c", "import time; time.sleep(0.5)"])
+        stream = WebSocketStream(ws, loop, 1 << 20)
+        loop.close()  # before the process (the exec) ends
+        stream._thread.join(10)
+        assert not stream._thread.is_alive() and seen == []
+    finally:
+        threading.excepthook = saved
+        stream._sender.shutdown()
+
+
 # --- the fake API server validates what the backend sends --------------------------------------
 
 
