@@ -140,6 +140,23 @@ swebench-gold: setup
 	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(FARM_IMAGES_CACHE)/containers.conf} $(PY) scripts/swebench_gold.py \
 	  --rows $(SWEBENCH_ROWS) --repos $(SWEBENCH_REPOS) --out $(SWEBENCH_OUT) $(SWEBENCH_ARGS)
 
+# farm beside the official SWE-bench harness on the same stand-in images (bench/official_harness.py,
+# docs/benchmarks.md; not CI): the published submissions in ../shared over the validated instances
+# whose mirrors SWEBENCH_REPOS holds; resumable (--resume: both sides go on where they stopped).
+# OFFICIAL_ARGS= (empty) sweeps every validated instance instead of the seeded sample.
+OFFICIAL_PREDS ?= $(wildcard ../shared/fixtures/swebench-verified/predictions/*/preds.jsonl)
+OFFICIAL_OUT ?= build/official-sweep
+OFFICIAL_ARGS ?= --sample 60 --seed 0
+.PHONY: official-sweep
+official-sweep: setup
+	@$(MAKE) --no-print-directory system-deps APT="podman runc debootstrap patchelf git"
+	@test -n "$(SWEBENCH_REPOS)" || { echo "set SWEBENCH_REPOS=DIR (repository mirrors named <owner>+<name>)"; exit 2; }
+	@test -n "$(OFFICIAL_PREDS)" || { echo "set OFFICIAL_PREDS=FILES (predictions files, or gold)"; exit 2; }
+	FARM_IMAGES_CACHE=$(FARM_IMAGES_CACHE) $(PY) scripts/standin_images.py --only python:3.11-slim
+	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(FARM_IMAGES_CACHE)/containers.conf} $(PY) bench/official_harness.py \
+	  $(OFFICIAL_PREDS) --rows $(SWEBENCH_ROWS) --repos $(SWEBENCH_REPOS) --validated docs/data/swebench-verified-gold.jsonl \
+	  --out $(OFFICIAL_OUT) --resume --json $(OFFICIAL_ARGS)
+
 # The verifier cache (docs/grading.md): uv, the pinned pytest wheels and a relocatable CPython
 # 3.13, from PyPI and deb.debian.org only; pass it to runs as grade.verifier_cache.dir=$(VERIFIER_CACHE).
 # A second run with the same inputs does nothing. VERIFIER_CACHE_TASKS=DIR also pre-stages every
