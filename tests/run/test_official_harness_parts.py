@@ -96,3 +96,15 @@ def test_the_table_marks_a_disagreement_and_an_ungraded_trial_apart():
     assert lines[1].split() == ["x-1", "resolved", "resolved", "yes"]
     assert lines[2].split() == ["x-2", "resolved", "unresolved", "NO"]
     assert lines[3].split() == ["x-3", "infra_error", "resolved", "-"]
+
+
+def test_a_command_outside_its_accepted_statuses_ends_the_sweep_naming_it(tmp_path: Path, capsys):
+    import sys
+
+    # farm grade's 4 (some trials still infra_error) is accepted: those pairs are shown apart
+    took = oh._run([sys.executable, "-c", "raise SystemExit(4)"], "farm grade", {}, tmp_path, ok=(0, 4))
+    assert took >= 0
+    with pytest.raises(SystemExit, match=r"farm grade failed \(3\)"):
+        oh._run([sys.executable, "-c", "import sys; print('preflight: no engine'); sys.exit(3)"], "farm grade", {},
+                tmp_path, ok=(0, 4))
+    assert "preflight: no engine" in capsys.readouterr().err

@@ -32,6 +32,7 @@ PROCESS_MODULES = {
     "test_budgets.py": "farm validate on local sandboxes (bubblewrap)",
     "test_ctime_scan.py": "the pod's system-change listing run by a real shell and Python",
     "test_engine_remove.py": "a scripted container engine (a bash script) as the engine binary",
+    "test_official_harness_parts.py": "a Python child as the command bench/official_harness.py times",
     "test_frognano_vs_gemma.py": "farm validate on local sandboxes (bubblewrap)",
     "test_execution.py": "tool calls in a LocalSandbox",
     "test_leaf_differential.py": "the sandbox agent and the vendor's tools as processes",
