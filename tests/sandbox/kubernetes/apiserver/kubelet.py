@@ -92,6 +92,9 @@ class PodRuntime:
         self.gone = threading.Event()
         self.lock = threading.Lock()
         self.pid1: int | None = None  # host pid of the task container's PID 1
+        # why kill_pod killed it: set before the kill, since the watcher thread may see the exit
+        # (and write the status) before kill_pod's own call does
+        self.kill_reason: str | None = None
 
 
 class Kubelet:
@@ -354,6 +357,7 @@ class Kubelet:
         killed it (terminated, reason OOMKilled, exit code 137); else "Error"."""
         rt = self.pods[(namespace, name)]
         assert rt.fake is not None and rt.fake.proc is not None
+        rt.kill_reason = reason
         rt.fake.kill()
         self._ended(rt, rt.fake.proc.wait(), reason)  # the status says so before kill_pod returns
 
@@ -362,7 +366,7 @@ class Kubelet:
             if rt.phase in ("Failed", "Succeeded"):
                 return
             code = 128 - code if code < 0 else code
-            reason = reason or ("Completed" if code == 0 else "Error")
+            reason = reason or rt.kill_reason or ("Completed" if code == 0 else "Error")
             rt.task_state = {"terminated": {"exitCode": code, "reason": reason,
                                             "startedAt": now_rfc3339(), "finishedAt": now_rfc3339()}}
             rt.phase = "Succeeded" if code == 0 and not rt.reason else "Failed"
