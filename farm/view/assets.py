@@ -38,13 +38,16 @@ details.attempt>summary{font-size:13px;font-weight:bold}
 # sorted order; "back to the run" links that return to that table as it was (its #fragment);
 # expand/collapse-all buttons of the step lists. The run page keeps both in sessionStorage (per tab).
 PAGE_JS = """
-(function(){var w=document.getElementById('walk');if(!w)return;var order;
+function farmWalk(){var w=document.getElementById('walk');if(!w)return;var order;
   try{order=JSON.parse(sessionStorage.getItem('farm-view-order')||'[]');}catch(e){order=[];}
   var i=order.indexOf(w.dataset.page);if(i<0)return;
   function link(j,text){return j>=0&&j<order.length?'<a href="'+encodeURIComponent(order[j])+'.html" rel='+
     (j<i?'prev':'next')+'>'+text+'</a>':'<span class=note>'+text+'</span>';}
   w.innerHTML=' · '+link(i-1,'‹ previous')+' <span class=note>'+(i+1)+' of '+order.length+
-    ' in the run table</span> '+link(i+1,'next ›');})();
+    ' in the run table</span> '+link(i+1,'next ›');}
+// again on every show: a page restored from the back-forward cache walks the table's order as it
+// is now (the reviewer may have filtered it since), not as it was when the page first loaded
+farmWalk();window.addEventListener('pageshow',farmWalk);
 document.querySelectorAll('a[data-back]').forEach(function(a){try{var h=sessionStorage.getItem('farm-view-run');
   if(h)a.href=a.getAttribute('href').split('#')[0]+h;}catch(e){}});
 document.querySelectorAll('[data-toggle]').forEach(function(b){b.addEventListener('click',function(){

@@ -339,7 +339,12 @@ class Browser:
             if value:
                 return value
             time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {expr}; at {self.eval('location.href')}")
+        # what the page holds, so that a failure in CI says why (the walk reads sessionStorage)
+        state = self.eval("JSON.stringify({href: location.href, ready: document.readyState, "
+                          "walk: (document.getElementById('walk') || {}).outerHTML || null, "
+                          "storage: (function(){try{return Object.assign({}, sessionStorage);}"
+                          "catch(e){return String(e);}})()})")
+        raise AssertionError(f"timed out waiting for {expr}; page: {state}; page errors: {self.errors[-3:]}")
 
     def goto(self, url: str) -> None:
         self.send("Page.navigate", url=url)
@@ -448,6 +453,13 @@ def test_browser_clicks_through_run_filter_trial_step(browser, demo_run):
         second = view.trial_by_page(browser.eval("location.pathname").split("/")[-1].removesuffix(".html"))
         assert second["arm"] == "partial" and not first.endswith(f"/{page_name(second['trial_key'])}.html")
         assert browser.eval("document.querySelectorAll('section.step').length") == len(view.steps_of(second))
+        # shown again from the back-forward cache after the table's order changed: the walk follows it
+        here = page_name(second["trial_key"])
+        order = json.dumps(["a", here, "b"])
+        shown = browser.eval(f"sessionStorage.setItem('farm-view-order', {json.dumps(order)});"
+                             "window.dispatchEvent(new PageTransitionEvent('pageshow', {persisted: true}));"
+                             "document.getElementById('walk').textContent")
+        assert "2 of 3 in the run table" in shown, shown
         assert browser.errors == []
     finally:
         server.shutdown()
