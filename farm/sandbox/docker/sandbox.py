@@ -43,13 +43,14 @@ def spec_config(cfg: DockerSandboxConfig) -> KubernetesSandboxConfig:
 
 
 def run_args(pod: dict[str, Any], volume: str, network: NetworkMode, cfg: DockerSandboxConfig,
-             pull: str | None = None) -> list[str]:
+             pull: str | None = None, pids: int = 4096) -> list[str]:
     """`<engine> run` arguments equivalent to the Pod's task container (``pull``: instead of
-    ``cfg.pull``, e.g. ``never`` for an image that is already present)."""
+    ``cfg.pull``, e.g. ``never`` for an image that is already present; ``pids``: the task's pids
+    limit, which a Pod cannot carry: a kubelet sets it per node)."""
     c = pod["spec"]["containers"][0]
     sc = c["securityContext"]
     args = ["run", "-d", "--name", pod["metadata"]["name"], "--init=false",
-            "--security-opt", "no-new-privileges", "--pids-limit", "4096",
+            "--security-opt", "no-new-privileges", "--pids-limit", str(pids if pids > 0 else -1),
             "-v", f"{volume}:{m.FARM_MOUNT}:ro", f"--pull={pull or cfg.pull}"]
     # engine labels take any value: the run label carries the full run id (a pod's is sanitised)
     labels = {**pod["metadata"]["labels"], m.RUN_LABEL: pod["metadata"]["annotations"][m.RUN_ANNOTATION]}
@@ -166,7 +167,9 @@ class ContainerSandbox(RelaySandbox):
             await self._engine(*fill(self.volume))
         # ensure_image made the task image present: the run never pulls it again
         self.stats.note_step(f"{self.step_label} run")
-        await self._engine(*run_args(self.pod, self.volume, self.network, self.cfg, pull="never"))
+        # the task's pids limit, as on sandbox=local (a fork storm meets the same wall on both)
+        await self._engine(*run_args(self.pod, self.volume, self.network, self.cfg, pull="never",
+                                     pids=self.task.environment.resources.pids))
         if self.role == "agent":  # the row's limits are the agent's sandbox's (run/trial.py)
             await self._find_cgroup()
 

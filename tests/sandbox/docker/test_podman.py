@@ -176,3 +176,19 @@ async def test_commands_get_the_capability_profile_and_never_the_jails(
         assert (chroot.exit_code == 0) is chroot_ok, chroot.output
     finally:
         await sb.close()
+
+
+async def test_the_container_gets_the_tasks_pids_limit(podman_env: dict[str, str]) -> None:
+    # as on sandbox=local: a fork storm meets the task's own wall, not the engine's default
+    from farm.tasks.model import Resources
+
+    cfg = DockerSandboxConfig(engine="podman", toolbox_image=TOOLBOX_IMAGE, pull="never")
+    sb = ContainerSandbox(podman_task(resources=Resources(pids=300)), cfg, run_id="run-podman",
+                          trial_key=uuid.uuid4().hex, network="no-network")
+    await sb.start()
+    try:
+        limit = run_command("podman", "inspect", "-f", "{{.HostConfig.PidsLimit}}", sb.name, env=podman_env)
+        assert limit.stdout.strip() == "300", (limit.stdout, limit.stderr)
+        assert (await sb.exec("echo ok")).stdout == "ok\n"
+    finally:
+        await sb.close()
