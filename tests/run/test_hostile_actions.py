@@ -1,7 +1,8 @@
 """What the model did is the model's (issue 40): hostile actions end as graded trials.
 
 A scripted agent runs one hostile command, then solves the task. Through the real loop (a
-scripted policy over HTTP, bubblewrap with its cgroups, the Harbor verifier), every trial must
+scripted policy over HTTP, bubblewrap with its cgroups or a podman container, the Harbor
+verifier; the same commands on both backends), every trial must
 end graded in one attempt (resolved: the tool call after the hostile one worked), within the
 hostile call's timeout plus a few seconds, with the row naming the sandbox limit the commands
 met, and nothing left behind: no staging directory, no cgroup.
@@ -18,6 +19,7 @@ import asyncio
 import json
 import os
 import time
+import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ RESULTS = Path(__file__).resolve().parents[2] / "build" / "hostile" / "results.j
 PIDS = 512
 TIMEOUT_S = 6
 SLACK_S = 8.0  # the hostile call's timeout plus this: its kill, the jail's restart, a loaded CI machine
+ISOLATION = {"local": "pid-namespace+proc+cgroup", "docker": "pid-namespace+proc"}
 WRITE = {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo fixed > /app/answer.txt"}}]}
 # (task id, command, limits the row must name, how the trial ends); memory: the task's own 1 GiB.
 # "resolved": the call after the hostile one worked; the stderr flood's observation (1 MiB, the
@@ -46,7 +49,7 @@ WRITE = {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo fixed > 
 BOMB = ":(){ :|:& };:"
 ACTIONS: list[tuple[str, str, set[str], tuple[str, str]]] = [
     ("fork-bomb", BOMB, {"pids"}, ("resolved", "agent")),
-    ("sleep-storm", "while true; do sleep 1 & done", {"pids"}, ("resolved", "agent")),
+    ("sleep-storm", "while true; do sleep 60 & done", {"pids"}, ("resolved", "agent")),
     ("memory-one", "python3 -c 'b = b\"x\" * (3 << 30)'", {"memory"}, ("resolved", "agent")),
     ("memory-many", "for i in 1 2 3 4 5 6; do python3 -c 'import time; b = b\"x\" * (300 << 20); "
                     "time.sleep(60)' & done; wait", {"memory"}, ("resolved", "agent")),
@@ -64,30 +67,62 @@ def _turns(command: str) -> list[dict[str, Any]]:
     return [hostile, WRITE, {"content": "done"}]
 
 
-@pytest.fixture(scope="module")
-def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    tmp = tmp_path_factory.mktemp("hostile")
+# the podman column's task image: the Debian stand-in with CPython (shared with the SWE-bench red
+# team), so that every action runs the same command on both backends
+PODMAN_DOCKERFILE = "FROM python:3.11-slim\nWORKDIR /app\n"
+PODMAN = ["sandbox=docker", "sandbox.docker.engine=podman", "sandbox.docker.pull=never"]
+
+
+@pytest.fixture(scope="module", params=["local", pytest.param("podman", marks=pytest.mark.integration)])
+def rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Every action as one trial on the backend ``request.param``; the rows by task, plus what the
+    suite left behind (``_left``)."""
+    backend = request.param
+    tmp = tmp_path_factory.mktemp(f"hostile-{backend}")
+    prefix = f"hostile-{uuid.uuid4().hex[:6]}-" if backend == "podman" else ""  # image tags derive from it
     for name, *_ in ACTIONS:
-        make_task(tmp / "tasks", name, CHECK_ANSWER)
+        d = make_task(tmp / "tasks", prefix + name, CHECK_ANSWER)
+        if backend == "podman":
+            (d / "environment" / "Dockerfile").write_text(PODMAN_DOCKERFILE)
     script = tmp / "agent.yaml"
-    script.write_text(yaml.safe_dump({name: _turns(command) for name, command, *_ in ACTIONS}))
-    cfg = load_config([f"benchmark.path={tmp / 'tasks'}", "run.executor=local", "run.max_in_flight=1",
-                       f"store.uri={tmp / 'store'}", f"sandbox.local.root_dir={tmp / 'sb'}", "run.progress=false",
-                       "agent=scripted", f"agent.script={script}", "run.max_attempts=3", "run.retry_backoff_s=0",
-                       "agent.compat=farm-safe"])
+    script.write_text(yaml.safe_dump({prefix + name: _turns(command) for name, command, *_ in ACTIONS}))
+    overrides = [f"benchmark.path={tmp / 'tasks'}", "run.executor=local", "run.max_in_flight=1",
+                 f"store.uri={tmp / 'store'}", f"sandbox.local.root_dir={tmp / 'sb'}", "run.progress=false",
+                 "agent=scripted", f"agent.script={script}", "run.max_attempts=3", "run.retry_backoff_s=0",
+                 "agent.compat=farm-safe"]
+    if backend == "podman":
+        from tests.benchmarks.standin import ensure_standins
+        from tests.support.podman import TOOLBOX_IMAGE, podman, prepare_podman
+
+        ensure_standins("python:3.11-slim")
+        prepare_podman()  # the toolbox image
+        overrides += [*PODMAN, f"sandbox.docker.toolbox_image={TOOLBOX_IMAGE}"]
+    cfg = load_config(overrides)
     tasks = [replace(t, environment=replace(t.environment, resources=replace(t.environment.resources, pids=PIDS)))
              for t in load_tasks(cfg)]
     groups_before = _farm_groups()
-    summary = asyncio.run(run_experiment(cfg, tasks=tasks))
+    try:
+        summary = asyncio.run(run_experiment(cfg, tasks=tasks))
+    finally:
+        if backend == "podman":
+            for tag in podman("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split():
+                if prefix in tag:
+                    podman("rmi", "-f", tag)
     rows = ResultStore.open(str(tmp / "store")).read_trials(summary.run_id).to_pylist()
     steps = ResultStore.open(str(tmp / "store")).read_steps(summary.run_id).to_pylist()
+    for r in rows:
+        r["task_id"] = r["task_id"].removeprefix(prefix)
     by_task = {r["task_id"]: r for r in rows}
     assert len(by_task) == len(rows), [(r["task_id"], r["attempt"], r["status"]) for r in rows]
     for r in rows:
         r["_hostile_s"] = next(s["tool_s"] for s in steps if s["trial_key"] == r["trial_key"] and s["step"] == 0)
     _record([_cell(by_task[name], command, "farm-safe") for name, command, *_ in ACTIONS])
-    by_task["_left"] = {"staging": sorted(p.name for p in (tmp / "sb").iterdir()) if (tmp / "sb").exists() else [],
-                        "groups": sorted(_farm_groups() - groups_before)}
+    left: dict[str, Any] = {"staging": sorted(p.name for p in (tmp / "sb").iterdir()) if (tmp / "sb").exists() else [],
+                            "groups": sorted(_farm_groups() - groups_before)}
+    if backend == "podman":
+        names = podman("ps", "-a", "--format", "{{.Names}}").stdout.split()
+        left["containers"] = [n for n in names if prefix in n]
+    by_task["_left"] = left
     return by_task
 
 
@@ -127,14 +162,15 @@ def test_a_hostile_action_ends_as_a_graded_trial(rows: dict[str, dict[str, Any]]
     # one attempt, graded; where the model went on, the call after the hostile one worked
     assert (row["status"], row["exit_reason"], row["attempt"], row["error_class"]) == (*end, 1, None), row["error"]
     assert row["tool_calls"] == (2 if end[0] == "resolved" else 1)
-    assert row["agent_isolation"] == "pid-namespace+proc+cgroup"
+    # local: the commands in a cgroup of their own below the agent's; a container is that cgroup
+    assert row["agent_isolation"] == ISOLATION[row["sandbox_backend"]]
     # the row names the limit the commands met, and no other
     assert set(row["sandbox_limits"]) == limits, row["sandbox_limits"]
     assert row["_hostile_s"] <= TIMEOUT_S + SLACK_S, row["_hostile_s"]
 
 
 def test_nothing_a_hostile_action_started_survives_its_trial(rows: dict[str, dict[str, Any]]) -> None:
-    assert rows["_left"] == {"staging": [], "groups": []}
+    assert {k: v for k, v in rows["_left"].items() if v} == {}, rows["_left"]
 
 
 def test_a_sandbox_without_cgroups_has_no_limits_to_name(tmp_path: Path) -> None:
