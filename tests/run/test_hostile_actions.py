@@ -101,9 +101,12 @@ def rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     tasks = [replace(t, environment=replace(t.environment, resources=replace(t.environment.resources, pids=PIDS)))
              for t in load_tasks(cfg)]
     groups_before = _farm_groups()
+    cwd = os.getcwd()
+    os.chdir(tmp)  # conmon drops an empty file named "oom" in its working directory on an OOM kill
     try:
         summary = asyncio.run(run_experiment(cfg, tasks=tasks))
     finally:
+        os.chdir(cwd)
         if backend == "podman":
             for tag in podman("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split():
                 if prefix in tag:
