@@ -32,6 +32,7 @@ from farm.run.driver import load_tasks, run_experiment
 from farm.run.rows import CAPTURE_AFTER_KILL
 from farm.sandbox.local.cgroups import CGROUP_ROOT
 from farm.store import ResultStore
+from tests.support.podman import TOOLBOX_IMAGE, podman, prepare_podman, remove_images_named
 from tests.support.tasks import CHECK_ANSWER
 from tests.support.tasks import make_task_dir as make_task
 
@@ -92,7 +93,6 @@ def rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
                  "agent.compat=farm-safe"]
     if backend == "podman":
         from tests.benchmarks.standin import ensure_standins
-        from tests.support.podman import TOOLBOX_IMAGE, podman, prepare_podman
 
         ensure_standins("python:3.11-slim")
         prepare_podman()  # the toolbox image
@@ -108,9 +108,7 @@ def rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     finally:
         os.chdir(cwd)
         if backend == "podman":
-            for tag in podman("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split():
-                if prefix in tag:
-                    podman("rmi", "-f", tag)
+            remove_images_named(prefix)
     rows = ResultStore.open(str(tmp / "store")).read_trials(summary.run_id).to_pylist()
     steps = ResultStore.open(str(tmp / "store")).read_steps(summary.run_id).to_pylist()
     for r in rows:

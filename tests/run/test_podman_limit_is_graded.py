@@ -20,7 +20,7 @@ import yaml
 from farm.config import load_config
 from farm.run.driver import load_tasks, run_experiment
 from farm.store import ResultStore
-from tests.support.podman import BASE_IMAGE, TOOLBOX_IMAGE, podman
+from tests.support.podman import BASE_IMAGE, TOOLBOX_IMAGE, remove_images_named
 from tests.support.tasks import CHECK_ANSWER, make_task_dir
 
 pytestmark = pytest.mark.integration
@@ -56,8 +56,7 @@ def test_a_memory_blow_up_on_podman_is_graded_and_names_the_limit(tmp_path: Path
         summary = asyncio.run(run_experiment(cfg, tasks=load_tasks(cfg)))
         rows = ResultStore.open(str(tmp_path / "store")).read_trials(summary.run_id).to_pylist()
     finally:
-        for tag in (t for t in podman("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split() if name in t):
-            podman("rmi", "-f", tag)
+        remove_images_named(name)
     assert [(r["status"], r["attempt"]) for r in rows] == [("resolved", 1)], [(r["error_class"], r["error"])
                                                                              for r in rows]
     (row,) = rows

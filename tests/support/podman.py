@@ -47,6 +47,13 @@ def podman(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=120)
 
 
+def remove_images_named(part: str) -> None:
+    """Remove every image whose repository:tag contains ``part`` (a test's own built images)."""
+    for tag in podman("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split():
+        if part in tag:
+            podman("rmi", "-f", tag)
+
+
 def local_tag(task: Task) -> str:
     """The tag podman builds the task under now (its bases as present), from sync or async code."""
     import asyncio

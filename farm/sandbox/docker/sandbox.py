@@ -43,7 +43,7 @@ def spec_config(cfg: DockerSandboxConfig) -> KubernetesSandboxConfig:
 
 
 def run_args(pod: dict[str, Any], volume: str, network: NetworkMode, cfg: DockerSandboxConfig,
-             pull: str | None = None, pids: int = 4096) -> list[str]:
+             *, pids: int, pull: str | None = None) -> list[str]:
     """`<engine> run` arguments equivalent to the Pod's task container (``pull``: instead of
     ``cfg.pull``, e.g. ``never`` for an image that is already present; ``pids``: the task's pids
     limit, which a Pod cannot carry: a kubelet sets it per node)."""

@@ -359,14 +359,14 @@ class Kubelet:
         assert rt.fake is not None and rt.fake.proc is not None
         rt.kill_reason = reason
         rt.fake.kill()
-        self._ended(rt, rt.fake.proc.wait(), reason)  # the status says so before kill_pod returns
+        self._ended(rt, rt.fake.proc.wait())  # the status says so before kill_pod returns
 
-    def _ended(self, rt: PodRuntime, code: int, reason: str | None = None) -> None:
+    def _ended(self, rt: PodRuntime, code: int) -> None:
         with rt.lock:
             if rt.phase in ("Failed", "Succeeded"):
                 return
             code = 128 - code if code < 0 else code
-            reason = reason or rt.kill_reason or ("Completed" if code == 0 else "Error")
+            reason = rt.kill_reason or ("Completed" if code == 0 else "Error")
             rt.task_state = {"terminated": {"exitCode": code, "reason": reason,
                                             "startedAt": now_rfc3339(), "finishedAt": now_rfc3339()}}
             rt.phase = "Succeeded" if code == 0 and not rt.reason else "Failed"
