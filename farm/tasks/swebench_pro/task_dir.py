@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from dataclasses import replace
 from pathlib import Path
@@ -27,7 +28,7 @@ from farm.tasks.model import Task
 from farm.tasks.swebench.task_dir import write_task_dir
 from farm.tasks.swebench_pro.rows import gold_checkout, image_tag, instruction
 
-FORMAT = 2  # 2: test.sh without set -u (as the official entry script)
+FORMAT = 3  # 2: test.sh without set -u (as the official entry script); 3: the fix commit made when absent
 LOG_DIR = "/logs/verifier"
 STDOUT_LOG = f"{LOG_DIR}/run_script.stdout.txt"
 STDERR_LOG = f"{LOG_DIR}/run_script.stderr.txt"
@@ -70,7 +71,7 @@ mkdir -p {log_dir}
 rm -f {stdout} {stderr} {exit_file}
 {exports}
 cd {repo_dir}
-{checkout}
+{make_fix}{checkout}
 bash /tests/run_script.sh {selected} > {stdout} 2> {stderr}
 code=$?
 echo "$code" > {exit_file}
@@ -86,6 +87,31 @@ cd {repo_dir}
 git apply -v - <<'FARM_GOLD_PATCH_EOF'
 {patch}
 FARM_GOLD_PATCH_EOF
+"""
+
+
+# The line above the checkout names the fix commit. Upstream's images hold it (a full clone, gold
+# source included, which an agent can read); farm's stand-ins hold the base commit alone. Where it
+# is absent, the same test files are made from base_commit + test_patch (equal to the fix's on 196
+# of the 197 Python rows whose commits a mirror has; docs/benchmarks.md) and put where git looks
+# first for that commit, a replace ref. Replace refs found in the repository are removed first and
+# the check ignores them, so nothing the agent left can stand in for the commit; the environment
+# keeps git from being told to ignore replace refs.
+MAKE_FIX = """\
+for ref in $(git for-each-ref --format='%(refname)' refs/replace/ 2>/dev/null); do git update-ref -d "$ref"; done
+export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.useReplaceRefs GIT_CONFIG_VALUE_0=true
+unset GIT_NO_REPLACE_OBJECTS
+if ! git --no-replace-objects cat-file -e {fix}^{{commit}} 2>/dev/null; then
+  tree=$(GIT_INDEX_FILE=/tmp/farm-fix.index sh -c 'rm -f "$GIT_INDEX_FILE" \\
+    && git --no-replace-objects read-tree {base} \\
+    && git --no-replace-objects apply --cached /tests/test_patch.diff \\
+    && git --no-replace-objects write-tree') \\
+    && made=$(GIT_AUTHOR_NAME=farm GIT_AUTHOR_EMAIL=farm@localhost GIT_COMMITTER_NAME=farm \\
+      GIT_COMMITTER_EMAIL=farm@localhost git --no-replace-objects commit-tree "$tree" -p {base} \\
+      -m "farm: the test files of {fix} (base_commit + test_patch)") \\
+    && git update-ref refs/replace/{fix} "$made" \\
+    || echo "[farm] the fix commit {fix} is absent and could not be made from test_patch"
+fi
 """
 
 
@@ -109,8 +135,11 @@ def files_of(row: dict[str, Any], scripts: dict[str, str], env_lines: list[str])
     # one argument, comma-joined, as the run scripts split it; quoting changes nothing for the
     # Python instances' test ids (no spaces) and keeps a `[param]` id from being read as a glob
     selected = ",".join(row["selected_test_files_to_run"])
+    checkout = gold_checkout(row)
+    fix = fix_commit(checkout)
+    make_fix = MAKE_FIX.format(fix=fix, base=row["base_commit"]) if fix else ""
     test_sh = TEST_SH.format(log_dir=LOG_DIR, stdout=STDOUT_LOG, stderr=STDERR_LOG, exit_file=EXIT_FILE,
-                             exports="\n".join(env_lines), repo_dir=REPO_DIR, checkout=gold_checkout(row),
+                             exports="\n".join(env_lines), repo_dir=REPO_DIR, checkout=checkout, make_fix=make_fix,
                              selected=shlex.quote(selected) if selected else "")
     return {
         "task.toml": TASK_TOML.format(repo=_q(row["repo"]), language=_q(row.get("repo_language", "unknown"))),
@@ -120,8 +149,15 @@ def files_of(row: dict[str, Any], scripts: dict[str, str], env_lines: list[str])
         "tests/run_script.sh": scripts["run_script.sh"],
         "tests/parser.py": scripts["parser.py"],
         "tests/config.json": json.dumps(row, indent=1, sort_keys=True) + "\n",
+        "tests/test_patch.diff": row["test_patch"],
         "solution/solve.sh": SOLVE_SH.format(repo_dir=REPO_DIR, patch=row["patch"].rstrip("\n")),
     }
+
+
+def fix_commit(checkout: str) -> str | None:
+    """The commit ``git checkout <commit> -- <files>`` names, when the line is of that form."""
+    m = re.match(r"^git checkout ([0-9a-f]{40}) --( |$)", checkout)
+    return m.group(1) if m else None
 
 
 def materialize(row: dict[str, Any], scripts: dict[str, str], env_lines: list[str], root: Path) -> Path:
@@ -130,10 +166,15 @@ def materialize(row: dict[str, Any], scripts: dict[str, str], env_lines: list[st
                           f"farm-swebench-pro-task v{FORMAT}")
 
 
-def pro_task(task: Task, row: dict[str, Any]) -> Task:
-    """``task`` (loaded from a directory :func:`materialize` wrote) graded by the SWE-bench Pro rule."""
+def pro_task(task: Task, row: dict[str, Any], *, repos: str | None = None, pythons: str | None = None,
+             scripts: str | None = None) -> Task:
+    """``task`` (loaded from a directory :func:`materialize` wrote) graded by the SWE-bench Pro rule.
+    With ``repos`` and ``scripts`` (benchmark.repos, benchmark.pro_scripts) a sandbox backend can
+    build the instance image's stand-in where the published one is absent (farm/sandbox/images/swebench_pro/)."""
     verifier = replace(task.verifier, protocol="swebench_pro", success_marker=None)
     meta = {**task.metadata, "swebench_pro": {k: row[k] for k in ROW_KEYS if k in row}}
+    if repos and scripts:
+        meta |= {"swebench_repos": repos, "swebench_pythons": pythons, "swebench_pro_scripts": scripts}
     return replace(task, verifier=verifier, verifier_network="no-network", require_git_patch=True, metadata=meta)
 
 

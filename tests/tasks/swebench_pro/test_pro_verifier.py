@@ -224,3 +224,67 @@ def test_a_pro_rows_file_under_another_benchmark_is_refused(world: dict) -> None
     cfg = load_config(["benchmark=swebench-verified", f"benchmark.path={world['rows']}"])
     with pytest.raises(TaskFormatError, match="row 1: missing field 'version'"):
         load_benchmark_report(cfg.benchmark)
+
+
+# The fix commit the last set-up line names is absent from farm's stand-ins (a one-commit clone of
+# the base commit, no gold source in the image): test.sh makes its test files from test_patch.
+
+def _one_commit_clone(world: dict, name: str = "standin") -> Path:
+    """``world``'s repository as a stand-in holds it: the base commit alone, shallow."""
+    base = world["row"]["base_commit"]
+    clone = world["root"] / name
+    _git(world["root"], "init", "-q", "-b", "main", str(clone))
+    _git(clone, "fetch", "-q", "--depth=1", "--upload-pack=git -c uploadpack.allowAnySHA1InWant=true upload-pack",
+         f"file://{world['repo']}", base)
+    _git(clone, "reset", "-q", "--hard", base)
+    fix = world["iid"].split("-")[1]
+    assert subprocess.run(["git", "-C", str(clone), "cat-file", "-e", f"{fix}^{{commit}}"]).returncode != 0
+    return clone
+
+
+async def test_without_the_fix_commit_gold_resolves_and_no_patch_does_not(world: dict) -> None:
+    clone = _one_commit_clone(world)
+    task = _task(world)
+    empty = await run_harbor_verifier(task, _HostSandbox(world["root"], clone))  # type: ignore[arg-type]
+    assert (empty.reward, empty.error_class) == (0.0, None), empty.output
+    assert "not PASSED: tests/test_calc.py::test_add" in empty.output  # the fix's new test was there, and failed
+    # a second clone, as a trial gets a fresh sandbox: in the same tree, the empty run's bytecode of
+    # calc.py (same size, same second) would be taken for the patched file's
+    clone = _one_commit_clone(world, "standin-gold")
+    sb = _HostSandbox(world["root"], clone)
+    assert task.solution_dir is not None and sb.run_script(task.solution_dir / "solve.sh").returncode == 0
+    gold = await run_harbor_verifier(task, sb)  # type: ignore[arg-type]
+    assert (gold.reward, gold.resolved) == (1.0, True), gold.output
+    assert (clone / "tests" / "test_calc.py").read_text() == TESTS_FIX
+
+
+async def test_a_replace_ref_or_config_the_agent_left_cannot_stand_in_for_the_fix(world: dict) -> None:
+    # the agent plants its own "fix" commit (a test file whose test_add passes whatever add does)
+    # under the fix's name, and tells git to ignore replace refs; the official tests still come back
+    clone = _one_commit_clone(world)
+    fix = world["iid"].split("-")[1]
+    fake = TESTS_FIX.replace("assert add(1, 2) == 3", "assert True")
+    (clone / "tests" / "test_calc.py").write_text(fake)
+    _git(clone, "add", "-A")
+    _git(clone, "commit", "-qm", "fake")
+    _git(clone, "update-ref", f"refs/replace/{fix}", "HEAD")
+    _git(clone, "reset", "-q", "--hard", "HEAD~1")
+    _git(clone, "config", "core.useReplaceRefs", "false")
+    (clone / "tests" / "test_calc.py").write_text(fake)  # and leaves it in the work tree
+    res = await run_harbor_verifier(_task(world), _HostSandbox(world["root"], clone))  # type: ignore[arg-type]
+    assert res.reward == 0.0 and "test_add" in res.output, res.output
+    assert (clone / "tests" / "test_calc.py").read_text() == TESTS_FIX
+
+
+async def test_where_the_fix_commit_is_present_nothing_is_made_and_a_planted_replacement_is_dropped(
+        world: dict) -> None:
+    # an upstream image holds the fix commit; an agent's replace ref for it would swap in its tests
+    repo, fix = world["repo"], world["iid"].split("-")[1]
+    fake = TESTS_FIX.replace("assert add(1, 2) == 3", "assert True")
+    (repo / "tests" / "test_calc.py").write_text(fake)
+    _git(repo, "commit", "-qam", "fake")
+    _git(repo, "update-ref", f"refs/replace/{fix}", "HEAD")
+    _git(repo, "reset", "-q", "--hard", "HEAD~1")
+    res = await run_harbor_verifier(_task(world), _HostSandbox(world["root"], repo))  # type: ignore[arg-type]
+    assert res.reward == 0.0 and "test_add" in res.output, res.output
+    assert _git(repo, "for-each-ref", "refs/replace/") == ""
