@@ -140,6 +140,23 @@ swebench-gold: setup
 	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(FARM_IMAGES_CACHE)/containers.conf} $(PY) scripts/swebench_gold.py \
 	  --rows $(SWEBENCH_ROWS) --repos $(SWEBENCH_REPOS) --out $(SWEBENCH_OUT) $(SWEBENCH_ARGS)
 
+# SWE-bench Pro stand-ins from each instance's own Dockerfiles (farm/sandbox/images/swebench_pro/,
+# docs/benchmarks.md; not CI): builds each row's image, grades the gold and the empty patch with the
+# instance's parser; resumable. PRO_SCRIPTS: a copy of scaleapi/SWE-bench_Pro-os; SWEBENCH_REPOS:
+# mirrors named <owner>+<name>. PRO_ARGS narrows it (--repo ansible/ansible, --only ID ..., --limit N).
+PRO_ROWS ?= ../shared/fixtures/swebench-pro/swebench-pro-python-204.jsonl
+PRO_SCRIPTS ?=
+PRO_OUT ?= build/swebench-pro-gold
+PRO_ARGS ?= --prune
+.PHONY: swebench-pro-gold
+swebench-pro-gold: setup
+	@$(MAKE) --no-print-directory system-deps APT="podman runc debootstrap patchelf git"
+	@test -n "$(SWEBENCH_REPOS)" || { echo "set SWEBENCH_REPOS=DIR (repository mirrors named <owner>+<name>)"; exit 2; }
+	@test -n "$(PRO_SCRIPTS)" || { echo "set PRO_SCRIPTS=DIR (a copy of scaleapi/SWE-bench_Pro-os)"; exit 2; }
+	FARM_IMAGES_CACHE=$(FARM_IMAGES_CACHE) $(PY) scripts/standin_images.py --only python:3.11-slim
+	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(FARM_IMAGES_CACHE)/containers.conf} $(PY) scripts/swebench_pro_gold.py \
+	  --rows $(PRO_ROWS) --repos $(SWEBENCH_REPOS) --scripts $(PRO_SCRIPTS) --out $(PRO_OUT) $(PRO_ARGS)
+
 # farm beside the official SWE-bench harness on the same stand-in images (bench/official_harness.py,
 # docs/benchmarks.md; not CI): the published submissions in ../shared over the validated instances
 # whose mirrors SWEBENCH_REPOS holds; resumable (--resume: both sides go on where they stopped).

@@ -77,7 +77,8 @@ def load_benchmark_report(cfg: BenchmarkConfig, *, quiet: bool = True) -> Loaded
         path = Path(cfg.path).expanduser()
         if key in PRO_SOURCES and is_pro_rows_file(path):
             return load_pro_rows(path, catalog.get_source(key), scripts_dir=cfg.pro_scripts, select=select,
-                                 cache_dir=cfg.cache_dir).enforce(cfg.strict, quiet=quiet)
+                                 cache_dir=cfg.cache_dir, repos=cfg.repos, pythons=cfg.pythons
+                                 ).enforce(cfg.strict, quiet=quiet)
         if is_rows_file(path):
             return _load_rows_file(cfg, path, key, select).enforce(cfg.strict, quiet=quiet)
         if not path.is_dir():

@@ -49,7 +49,7 @@ EXIT_UNRESOLVABLE = 1
 # what is known about one image reference
 PRESENT, IN_REGISTRY, NOT_CHECKED, ABSENT, UNREACHABLE = "present", "in registry", "not checked", "absent", \
     "not in registry"
-# a SWE-bench instance image farm builds a stand-in of when it is absent (farm/sandbox/images/swebench/)
+# a SWE-bench (or Pro) instance image farm builds a stand-in of when absent (farm/sandbox/images/swebench{,_pro}/)
 STANDIN_BUILD = "stand-in built on start"
 
 
@@ -194,13 +194,21 @@ async def check_task(binary: str, task: Task, cfg: DockerSandboxConfig, policy: 
 
 
 def _swebench_base(task: Task) -> str | None:
-    """The SWE-bench instance image the task's build starts FROM, when farm can build its stand-in."""
-    row = task.metadata.get("swebench")
-    if not isinstance(row, dict) or not task.metadata.get("swebench_repos"):
+    """The SWE-bench (or SWE-bench Pro) instance image the task's build starts FROM, when farm can
+    build its stand-in."""
+    if not task.metadata.get("swebench_repos"):
         return None
-    from farm.tasks.swebench.spec import instance_image
+    row = task.metadata.get("swebench")
+    if isinstance(row, dict):
+        from farm.tasks.swebench.spec import instance_image
 
-    return instance_image(row)
+        return instance_image(row)
+    row = task.metadata.get("swebench_pro")
+    if isinstance(row, dict) and task.metadata.get("swebench_pro_scripts"):
+        from farm.tasks.swebench_pro.rows import image_tag
+
+        return image_tag(row)
+    return None
 
 
 def _same_ref(ref: str, other: str | None) -> bool:

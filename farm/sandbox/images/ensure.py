@@ -15,9 +15,10 @@ import hashlib
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from farm.sandbox.base import ImageProvenance, SandboxStartError
 from farm.sandbox.images import cache
@@ -35,6 +36,9 @@ from farm.sandbox.images.plan import (
 )
 from farm.sandbox.pipefail import strict_dockerfile
 from farm.tasks.model import Task
+
+if TYPE_CHECKING:
+    from farm.sandbox.images.swebench.build import BuiltInstance
 
 LOG_ARTIFACT = "image-build.log"
 
@@ -69,7 +73,7 @@ async def ensure_image(binary: str, task: Task, policy: str, named: str | None, 
     plan = plan_image(task, policy, named)
     step = on_step or (lambda _: None)
     label = Path(binary).name
-    if plan.build and task.metadata.get("swebench"):
+    if plan.build and (task.metadata.get("swebench") or task.metadata.get("swebench_pro_scripts")):
         step(f"{label} build (instance base)")
     base_log = await build_bases(binary, task, policy, pull, lock_dir) if plan.build else ""
     pull_error = ""
@@ -92,14 +96,16 @@ async def ensure_image(binary: str, task: Task, policy: str, named: str | None, 
 
 async def build_bases(binary: str, task: Task, policy: str = "build", pull: str = "missing",
                       lock_dir: Path | None = None) -> str:
-    """Make present the base images farm itself knows how to build for ``task`` (the SWE-bench
-    instance image its Dockerfile starts FROM); the build log of what was built now, else "".
+    """Make present the base images farm itself knows how to build for ``task`` (the SWE-bench or
+    SWE-bench Pro instance image its Dockerfile starts FROM); the build log of what was built now, else "".
 
     Raises:
         SandboxStartError: ``image_build`` when such a base cannot be had.
     """
     if task.metadata.get("swebench"):
         return await _swebench_base(binary, task, policy, pull, lock_dir)
+    if task.metadata.get("swebench_pro") and task.metadata.get("swebench_pro_scripts"):
+        return await _swebench_pro_base(binary, task, policy, pull, lock_dir)
     return ""
 
 
@@ -116,12 +122,37 @@ async def _swebench_base(binary: str, task: Task, policy: str, pull: str, lock_d
     from farm.tasks.swebench.spec import instance_image
 
     row = dict(task.metadata["swebench"])  # type: ignore[call-overload]
-    ref = "docker.io/" + instance_image(row)
+
+    def build() -> Awaitable[BuiltInstance]:
+        return ensure_instance(binary, row, task.metadata.get("swebench_repos"),  # type: ignore[arg-type]
+                               pythons=task.metadata.get("swebench_pythons"),  # type: ignore[arg-type]
+                               timeout=task.environment.build_timeout_s * 2, lock_dir=lock_dir)
+    return await _standin_base(binary, "docker.io/" + instance_image(row), RECIPE_LABEL, build, policy, pull)
+
+
+async def _swebench_pro_base(binary: str, task: Task, policy: str, pull: str, lock_dir: Path | None) -> str:
+    """The same for a SWE-bench Pro instance image (``jefzda/sweap-images:<tag>``): the published one
+    when here or pulled, else a stand-in from the instance's own Dockerfiles (farm/sandbox/images/swebench_pro/)."""
+    from farm.sandbox.images.swebench_pro.build import ensure_pro_instance, pro_image
+    from farm.sandbox.images.swebench_pro.recipe import RECIPE_LABEL
+
+    row = dict(task.metadata["swebench_pro"])  # type: ignore[call-overload]
+
+    def build() -> Awaitable[BuiltInstance]:
+        return ensure_pro_instance(binary, row, task.metadata.get("swebench_repos"),  # type: ignore[arg-type]
+                                   task.metadata.get("swebench_pro_scripts"),  # type: ignore[arg-type]
+                                   pythons=task.metadata.get("swebench_pythons"),  # type: ignore[arg-type]
+                                   timeout=task.environment.build_timeout_s * 2, lock_dir=lock_dir)
+    return await _standin_base(binary, pro_image(row), RECIPE_LABEL, build, policy, pull)
+
+
+async def _standin_base(binary: str, ref: str, recipe_label: str, build: Callable[[], Awaitable[BuiltInstance]],
+                        policy: str, pull: str) -> str:
     present = await inspect_image(binary, ref)
-    if present is not None and RECIPE_LABEL not in present.labels:
+    if present is not None and recipe_label not in present.labels:
         return ""  # the published image (or one the user provides): used as it is
-    # absent, or farm's own stand-in: ensure_instance rebuilds it when its recipe changed (the row's
-    # base commit, the package's scripts, the environment), never reusing a stale one
+    # absent, or farm's own stand-in: the builder rebuilds it when its recipe changed (the row's
+    # base commit, the scripts, the environment), never reusing a stale one
     if policy == "pull-or-build" and present is None:
         got = await _present_or_pulled(binary, ref, pull, remember=True)
         if isinstance(got, EnsuredImage):
@@ -130,9 +161,7 @@ async def _swebench_base(binary: str, task: Task, policy: str, pull: str, lock_d
         raise SandboxStartError(_failed_builds[ref] + "\n(failed earlier in this process; not rebuilt)",
                                 reason="image_build")
     try:
-        built = await ensure_instance(binary, row, task.metadata.get("swebench_repos"),  # type: ignore[arg-type]
-                                      pythons=task.metadata.get("swebench_pythons"),  # type: ignore[arg-type]
-                                      timeout=task.environment.build_timeout_s * 2, lock_dir=lock_dir)
+        built = await build()
     except SandboxStartError as exc:
         _failed_builds[ref] = str(exc)
         raise

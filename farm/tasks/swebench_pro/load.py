@@ -34,8 +34,10 @@ def _revision(path: Path, scripts: ProScripts) -> str:
 
 
 def load_pro_rows(path: Path, src: Any, *, scripts_dir: str | None, select: Select | None,
-                  cache_dir: str | None = None) -> LoadedBenchmark:
-    """The selected rows of ``path`` as tasks of ``src`` (a BenchmarkSource).
+                  cache_dir: str | None = None, repos: str | None = None, pythons: str | None = None
+                  ) -> LoadedBenchmark:
+    """The selected rows of ``path`` as tasks of ``src`` (a BenchmarkSource); with ``repos``
+    (benchmark.repos) their instance images can be built where absent.
 
     Raises:
         ConfigError: ``scripts_dir`` is unset or not a scripts directory (named by its key).
@@ -62,7 +64,7 @@ def load_pro_rows(path: Path, src: Any, *, scripts_dir: str | None, select: Sele
             err = exc if isinstance(exc, TaskFormatError) else TaskFormatError(str(path), str(exc))
             report.failures.append(LoadFailure.from_error(row["instance_id"], err))
             continue
-        tasks.append(pro_task(task, row))
+        tasks.append(pro_task(task, row, repos=repos, pythons=pythons, scripts=str(scripts.root)))
     return LoadedBenchmark(tasks, report)
 
 

@@ -42,12 +42,13 @@ class BuiltInstance:
     log: str = ""  # the build logs of what was built now
 
 
-async def _build_layer(binary: str, layer: Layer, stage: Any, *, timeout: float, lock_dir: Path | None,
-                       out: BuiltInstance, check_label: bool = False) -> str:
-    """Build ``layer`` unless its tag (with the recipe label, where asked) exists; its image id."""
+async def build_layer(binary: str, layer: Layer, stage: Any, *, timeout: float, lock_dir: Path | None,
+                      out: BuiltInstance, check_label: bool = False, label: str = RECIPE_LABEL) -> str:
+    """Build ``layer`` unless its tag (with ``label`` equal to its recipe key, where asked) exists;
+    its image id. ``stage(ctx)`` adds what the build context needs besides the layer's files."""
     async with tag_lock(layer.tag, lock_dir):
         facts = await inspect_image(binary, layer.tag)
-        if facts is not None and (not check_label or facts.labels.get(RECIPE_LABEL) == layer.key):
+        if facts is not None and (not check_label or facts.labels.get(label) == layer.key):
             return facts.image_id
         with tempfile.TemporaryDirectory(prefix="farm-swebench-") as tmp:
             ctx = Path(tmp)
@@ -114,8 +115,8 @@ async def ensure_instance(binary: str, row: dict[str, Any], repos: str | None, *
         mirror.checkout(row["repo"], row["base_commit"], ctx / "testbed", tag=version_tag)
         shutil.rmtree(ctx / "testbed" / ".git" / "hooks", ignore_errors=True)
 
-    await _build_layer(binary, base, lambda ctx: None, timeout=timeout, lock_dir=lock_dir, out=out)
-    await _build_layer(binary, env, stage_env, timeout=timeout, lock_dir=lock_dir, out=out)
-    out.image_id = await _build_layer(binary, inst, stage_instance, timeout=timeout, lock_dir=lock_dir, out=out,
+    await build_layer(binary, base, lambda ctx: None, timeout=timeout, lock_dir=lock_dir, out=out)
+    await build_layer(binary, env, stage_env, timeout=timeout, lock_dir=lock_dir, out=out)
+    out.image_id = await build_layer(binary, inst, stage_instance, timeout=timeout, lock_dir=lock_dir, out=out,
                                       check_label=True)
     return out
