@@ -6,9 +6,10 @@ instance stand-in from its own Dockerfiles (farm/sandbox/images/swebench_pro/), 
 task directory (farm/tasks/swebench_pro/task_dir.py) and runs, in a fresh container from the
 instance image with no network, what farm's trial runs: the task Dockerfile's set-up lines, the
 gold patch (``solution/solve.sh``) or none, and ``tests/test.sh``. The logs it leaves are graded
-by the instance's own ``parser.py`` with farm's rule (farm/grade/swebench_pro.py) and, beside it,
-with the official rule as ``swe_bench_pro_eval.py`` writes it (every fail_to_pass and pass_to_pass
-name PASSED); a disagreement is recorded. One JSON line per instance goes to
+by the instance's own ``parser.py`` on the host with farm's rule (farm/grade/swebench_pro.py) and,
+beside it, the official way: the parser run inside the container with the image's python, as
+``swe_bench_pro_eval.py``'s entry script runs it, and its ``output.json`` read by that script's rule
+(every fail_to_pass and pass_to_pass name PASSED); a disagreement is recorded. One JSON line per instance goes to
 ``<out>/results.jsonl`` (build seconds, image size, both verdicts, the failing tests); instances
 there are skipped, so it resumes. ``--prune`` removes each instance image after its runs.
 
@@ -32,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from farm.grade.swebench_pro import ParserFailed, grade_logs, run_parser  # noqa: E402
+from farm.grade.swebench_pro import grade_logs  # noqa: E402
 from farm.sandbox.images.swebench_pro.build import ensure_pro_instance  # noqa: E402
 from farm.tasks.swebench.mirror import MirrorError, RepoMirror  # noqa: E402
 from farm.tasks.swebench_pro.rows import read_rows  # noqa: E402
@@ -59,7 +60,11 @@ def run_eval(image: str, task_dir: Path, gold: bool) -> tuple[dict[str, str | No
     if gold:
         cmd += ("{ bash /solution/solve.sh > /logs/verifier/solve.log 2>&1 "
                 "|| echo FARM_GOLD_APPLY_FAILED >> /logs/verifier/solve.log; }; ")
-    cmd += "bash /tests/test.sh > /logs/verifier/test_sh.log 2>&1"
+    cmd += "bash /tests/test.sh > /logs/verifier/test_sh.log 2>&1; "
+    # what the official entry script runs next, in the container with its python: the parser on the
+    # same two files; its output.json is read by the official rule (official() below)
+    cmd += (f"cd /app && python /tests/parser.py {STDOUT_LOG} {STDERR_LOG} /logs/verifier/output.json "
+            "> /logs/verifier/parser.log 2>&1")
     task_dir = task_dir.resolve()
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="farm-pro-gold-") as logs:
@@ -75,19 +80,21 @@ def run_eval(image: str, task_dir: Path, gold: bool) -> tuple[dict[str, str | No
             timed_out = True
         out = {}
         for name, path in (("stdout", STDOUT_LOG), ("stderr", STDERR_LOG), ("exit", EXIT_FILE),
-                           ("solve", "/logs/verifier/solve.log"), ("test_sh", "/logs/verifier/test_sh.log")):
+                           ("solve", "/logs/verifier/solve.log"), ("test_sh", "/logs/verifier/test_sh.log"),
+                           ("output_json", "/logs/verifier/output.json")):
             f = Path(logs) / Path(path).name
             out[name] = f.read_text(errors="replace") if f.is_file() else None
     return out, time.monotonic() - t0, timed_out
 
 
-def official(row: dict, parser: Path, logs: dict) -> bool | None:
-    """swe_bench_pro_eval.py's rule on the same parser output: a missing output is "not resolved"."""
+def official(row: dict, logs: dict) -> bool:
+    """swe_bench_pro_eval.py's verdict: its rule on the output.json the parser wrote inside the
+    container (the official pipeline); no output.json, or one it cannot read, is "not resolved"."""
     try:
-        tests = run_parser(parser, logs["stdout"] or "", logs["stderr"] or "")
-    except ParserFailed:
+        tests = json.loads(logs.get("output_json") or "")["tests"]
+        passed = {t["name"] for t in tests if t["status"] == "PASSED"}
+    except (ValueError, KeyError, TypeError):
         return False
-    passed = {t["name"] for t in tests if t.get("status") == "PASSED"}
     return (set(row["fail_to_pass"]) | set(row["pass_to_pass"])) <= passed
 
 
@@ -98,7 +105,7 @@ def judge(row: dict, parser: Path, logs: dict, timed_out: bool) -> dict:
         return {"verdict": None, "why": "gold patch did not apply: " + (logs.get("solve") or "")[-300:]}
     v = grade_logs(row, parser, logs["stdout"], logs["stderr"], logs["exit"])
     out = {"verdict": v.resolved, "status": v.status, "summary": v.summary()[:400],
-           "official": official(row, parser, logs)}
+           "official": official(row, logs), "official_parser": "in the container"}
     out["failing"] = v.missing[:20]
     if "could not be made from test_patch" in (logs.get("test_sh") or ""):
         out["fix_commit"] = "not made"
