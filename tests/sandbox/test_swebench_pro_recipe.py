@@ -50,10 +50,47 @@ def test_heredocs_become_files_copied_in_and_everything_else_stays() -> None:
     assert r.files["files/preprocess.sh"].decode().splitlines()[2] == f"git reset --hard {BASE}"
 
 
+OPENLIBRARY_SHAPED = """FROM python:3.12.2-slim-bookworm
+RUN mkdir /app
+WORKDIR /app
+RUN apt-get -qq update && apt-get install -y git libpq-dev nodejs npm && rm -rf /var/lib/apt/lists/*
+RUN curl -fsSL https://deb.nodesource.com/setup_16.x | bash - && apt-get install -y nodejs
+RUN wget -q -O - https://dl.google.com/linux/linux_signing_key.pub | apt-key add - && echo "deb [arch=amd64] \\
+    http://dl.google.com/linux/chrome/deb/ stable main" > /etc/apt/sources.list.d/google-chrome.list \\
+    && apt-get update && apt-get install -y google-chrome-stable xvfb && rm -rf /var/lib/apt/lists/*
+RUN CHROMEDRIVER_VERSION="114.0.5735.90" && wget -O /tmp/c.zip "https://chromedriver.storage.googleapis.com/x.zip"
+RUN git clone https://github.com/internetarchive/openlibrary.git .
+RUN git submodule update --init --recursive
+RUN git checkout {env}
+"""
+
+
+def test_unreachable_downloads_get_debians_own_or_go_and_the_submodules_wait_for_the_repository() -> None:
+    r = read_pro_recipe(IID, OPENLIBRARY_SHAPED.format(env=ENV), "FROM x\nRUN /build.sh\n")
+    assert r.python == "3.12"
+    # NodeSource's node: Debian's nodejs and npm; Chrome's line: its other package (xvfb) only;
+    # chromedriver: nothing
+    assert r.env_lines[3:] == [
+        "RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm && rm -rf /var/lib/apt/lists/*",
+        "RUN apt-get update && apt-get install -y --no-install-recommends xvfb && rm -rf /var/lib/apt/lists/*"]
+    assert r.after_clone == ["RUN git submodule update --init --recursive"]
+    assert r.substituted == ("deb.nodesource.com: Debian's nodejs npm",
+                             "dl.google.com: not installed (the line's other packages kept: xvfb)",
+                             "chromedriver.storage.googleapis.com download dropped")
+    env = env_layer(r, "internetarchive/openlibrary", "localhost/root", "sha256:1",
+                    PythonPrefix("3.12.1", Path("/p/3.12.1")))
+    inst = instance_layer(r, env, BASE, "t", "x", ["RUN side"], ["served from mirrors: a/b"])
+    lines = inst.dockerfile.splitlines()
+    # the mirrors first, then the base's submodule checkout, then the instance's own steps
+    assert lines[lines.index("COPY app /app") + 2:][:3] == ["RUN side", "RUN git submodule update --init --recursive",
+                                                             "RUN /build.sh"]
+    diff = next(ln for ln in lines if "io.farm.standin.differences" in ln)
+    assert "deb.nodesource.com: Debian's nodejs npm" in diff and "served from mirrors: a/b" in diff
+
+
 @pytest.mark.parametrize("base,instance,match", [
     ("FROM ubuntu:20.04\nRUN apt-get install -y python3.9\n", "FROM x\n", "not a python:X.Y image"),
-    ("FROM python:3.11-slim\nRUN curl -fsSL https://deb.nodesource.com/setup_16.x | bash -\n", "FROM x\n",
-     "downloads in 'RUN curl"),
+    ("FROM python:3.11-slim\nRUN wget -q https://dl.example.com/tool.zip\n", "FROM x\n", "downloads in 'RUN wget"),
     ("FROM python:3.11-slim\n", "FROM x\nRUN git submodule update --init\n", "runs 'RUN git submodule"),
     ("RUN true\n", "FROM x\n", "does not start with FROM"),
 ])

@@ -75,6 +75,7 @@ PROCESS_MODULES = {
     "test_pro_scripts.py": "git (a scripts copy read from a bare repository)",
     "test_pro_recipes.py": "git (the census's repository mirror)",
     "test_pro_verifier.py": "test.sh, run_script.sh, parser.py and git on a repository the test makes",
+    "test_swebench_pro_side.py": "git: mirrors, submodules and clones the test makes",
 }
 
 

@@ -27,6 +27,7 @@ from farm.sandbox.images.swebench_pro.recipe import (
     instance_layer,
     read_pro_recipe,
 )
+from farm.sandbox.images.swebench_pro.side import side_repos
 from farm.tasks.swebench.mirror import RepoMirror
 from farm.tasks.swebench_pro.rows import image_tag
 from farm.tasks.swebench_pro.scripts import ProScripts
@@ -77,8 +78,12 @@ async def ensure_pro_instance(binary: str, row: dict[str, Any], repos: str | Non
     base_desc = (f"python:{recipe.python} is the Debian bookworm root with CPython {python.version} in /usr/local"
                  if python is not None else f"python:3.11 is farm's Debian stand-in {SLIM_311} "
                  f"({root_facts.labels.get('io.farm.standin.differences', 'Debian python3')})")
+    try:
+        side = side_repos(mirror, row["repo"], row["base_commit"])
+    except (ValueError, RuntimeError) as exc:
+        raise SandboxStartError(f"{iid}: {exc}", reason="image_build") from exc
     env = env_layer(recipe, row["repo"], root_ref, root_facts.image_id, python)
-    inst = instance_layer(recipe, env, row["base_commit"], tag, base_desc)
+    inst = instance_layer(recipe, env, row["base_commit"], tag, base_desc, side.lines(), side.notes)
 
     def stage_env(ctx: Path) -> None:
         if python is not None:
@@ -87,6 +92,7 @@ async def ensure_pro_instance(binary: str, row: dict[str, Any], repos: str | Non
     def stage_instance(ctx: Path) -> None:
         mirror.checkout(row["repo"], row["base_commit"], ctx / "app")
         shutil.rmtree(ctx / "app" / ".git" / "hooks", ignore_errors=True)
+        side.stage(mirror, ctx)
 
     await build_layer(binary, env, stage_env, timeout=timeout, lock_dir=lock_dir, out=out)
     out.image_id = await build_layer(binary, inst, stage_instance, timeout=timeout, lock_dir=lock_dir, out=out,

@@ -51,7 +51,21 @@ PYTHON_RUNTIME = ("ca-certificates", "netbase", "tzdata", "libssl3", "libsqlite3
                   "liblzma5", "libreadline8", "libncursesw6", "libgdbm6", "libuuid1", "libexpat1", "zlib1g")
 # what a base Dockerfile may hold besides apt, ENV, WORKDIR and the entry point: the clone (dropped)
 _CLONE = re.compile(r"^RUN git clone (?:--\S+ )*https://github\.com/\S+? \.$")
+# the base's submodule checkout runs once the repository is there (the instance layer), through mirrors
+_SUBMODULES = re.compile(r"^RUN git submodule update(?: --\S+)*$")
+# downloads from hosts this machine cannot reach, and what stands in: the apt packages the same line
+# installs (but the unreachable ones), plus Debian's own for the tool it fetched (None: nothing)
+UNREACHABLE: dict[str, tuple[str, ...] | None] = {
+    "deb.nodesource.com": ("nodejs", "npm"),  # NodeSource's node 16 / LTS: Debian's nodejs 18 and npm
+    "dl.google.com": (),  # Google Chrome: not installed (no selected test drives a browser)
+    "chromedriver.storage.googleapis.com": None,
+    "storage.googleapis.com/chrome-for-testing": None,
+}
 _CHECKOUT = re.compile(r"^RUN git checkout [0-9a-f]{40}$")
+# the system store (which trusts a site TLS proxy's CA where there is one) for the build's own
+# downloads: pip's, the time machine's (httpx), npm's; build arguments, so not in the image's env
+_CERT_ARGS = [f"ARG {name}=/etc/ssl/certs/ca-certificates.crt"
+              for name in ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")]
 _HEREDOC = re.compile(r"^RUN cat <<'?(\w+)'? > (/[\w./-]+)$")
 
 
@@ -66,6 +80,8 @@ class ProRecipe:
     files: dict[str, bytes] = field(default_factory=dict)  # what the heredocs wrote: context path -> content
     dropped_apt: tuple[str, ...] = ()
     mapped_apt: tuple[str, ...] = ()  # "old->new"
+    after_clone: list[str] = field(default_factory=list)  # base instructions that need the repository (submodules)
+    substituted: tuple[str, ...] = ()  # what stands in for downloads from unreachable hosts
 
 
 def _instructions(text: str) -> list[str]:
@@ -141,9 +157,18 @@ def read_pro_recipe(instance_id: str, base: str, instance: str) -> ProRecipe:
     env: list[str] = []
     dropped: list[str] = []
     mapped: list[str] = []
+    after_clone: list[str] = []
+    substituted: list[str] = []
     for ins in base_ins[1:]:
         if _CLONE.match(ins) or _CHECKOUT.match(ins):
             continue  # the repository comes from the mirror in the instance layer
+        if _SUBMODULES.match(ins):
+            after_clone.append(ins)
+            continue
+        host = next((h for h in UNREACHABLE if h in ins), None)
+        if host is not None:
+            env += _stand_in_for(ins, host, substituted)
+            continue
         if "git clone" in ins or "http://" in ins or "https://" in ins:
             raise ConfigError(f"{instance_id}: its base Dockerfile downloads in {ins[:120]!r}, which farm's "
                               "SWE-bench Pro stand-in cannot serve yet")
@@ -169,7 +194,31 @@ def read_pro_recipe(instance_id: str, base: str, instance: str) -> ProRecipe:
             raise ConfigError(f"{instance_id}: its instance Dockerfile runs {ins[:120]!r}, which farm's SWE-bench "
                               "Pro stand-in cannot serve yet")
         inst.append(ins)
-    return ProRecipe(instance_id, python, env, inst, files, tuple(dropped), tuple(mapped))
+    return ProRecipe(instance_id, python, env, inst, files, tuple(dropped), tuple(mapped), after_clone,
+                     tuple(substituted))
+
+
+def _stand_in_for(ins: str, host: str, substituted: list[str]) -> list[str]:
+    """The instructions that stand in for ``ins``, which downloads from ``host``."""
+    extra = UNREACHABLE[host]
+    if extra is None:
+        substituted.append(f"{host} download dropped")
+        return []
+    kept = [p for p in _apt_words(ins) if p not in APT_SUBSTITUTES and p not in extra]
+    what = "Debian's " + " ".join(extra) if extra else "not installed"
+    substituted.append(f"{host}: {what}" + (f" (the line's other packages kept: {' '.join(kept)})" if kept else ""))
+    pkgs = [*kept, *extra]
+    if not pkgs:
+        return []
+    return [f"RUN apt-get update && apt-get install -y --no-install-recommends {' '.join(pkgs)} "
+            "&& rm -rf /var/lib/apt/lists/*"]
+
+
+def _apt_words(ins: str) -> list[str]:
+    words: list[str] = []
+    for m in re.finditer(r"apt-get install([^&;|]*)", ins):
+        words += [w for w in m.group(1).split() if not w.startswith("-")]
+    return words
 
 
 def _digest(*parts: str | bytes) -> str:
@@ -189,6 +238,7 @@ def differences(recipe: ProRecipe, base_desc: str) -> str:
         parts.append("apt packages not in Debian bookworm dropped: " + ", ".join(recipe.dropped_apt))
     if recipe.mapped_apt:
         parts.append("apt names mapped: " + ", ".join(recipe.mapped_apt))
+    parts += list(recipe.substituted)
     return "; ".join(parts)
 
 
@@ -216,9 +266,7 @@ def env_layer(recipe: ProRecipe, repo: str, root: str, root_id: str, python: Pyt
             f"cp pip pip{python.minor} && {exe} -c 'import ssl, sqlite3, ctypes'",
             f"ENV PYTHON_VERSION={python.version}",
         ]
-    # certificates for the build's own downloads only (pip's, the time machine's), never in the image's env
-    head += ["ARG PIP_CERT=/etc/ssl/certs/ca-certificates.crt", "ARG SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
-             "ARG REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt"]
+    head += _CERT_ARGS
     text = "\n".join([*head, *recipe.env_lines]) + "\n"
     key = _digest(text, root_id, python.version if python else "", *(k.encode() + v for k, v in sorted(cas.items())))
     name = repo.replace("/", "__").lower()
@@ -226,15 +274,19 @@ def env_layer(recipe: ProRecipe, repo: str, root: str, root_id: str, python: Pyt
     return Layer(f"{TAG_PREFIX}/env.{name}.py{recipe.python}:{key}", text, files, key=key)
 
 
-def instance_layer(recipe: ProRecipe, env: Layer, base_commit: str, tag: str, base_desc: str) -> Layer:
-    """The instance Dockerfile on the environment, the repository at /app from the build context."""
-    diff = differences(recipe, base_desc)
+def instance_layer(recipe: ProRecipe, env: Layer, base_commit: str, tag: str, base_desc: str,
+                   side: list[str] | None = None, side_notes: list[str] | None = None) -> Layer:
+    """The instance Dockerfile on the environment, the repository at /app from the build context;
+    ``side``: the lines that serve the other repositories it fetches (farm/sandbox/images/swebench_pro/side.py),
+    run before the base's own submodule checkout, which needs the repository."""
+    diff = "; ".join([differences(recipe, base_desc), *(side_notes or [])])
     text = "\n".join([
         f"FROM {env.tag}",
-        "ARG PIP_CERT=/etc/ssl/certs/ca-certificates.crt", "ARG SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
-        "ARG REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt",
+        *_CERT_ARGS,
         "COPY app /app",
         "WORKDIR /app",
+        *(side or []),
+        *recipe.after_clone,
         *recipe.instance_lines,
         "LABEL io.farm.standin=true",
         f"LABEL io.farm.standin.differences={json.dumps(diff)}",
