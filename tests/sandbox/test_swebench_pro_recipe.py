@@ -89,7 +89,7 @@ def test_unreachable_downloads_get_debians_own_or_go_and_the_submodules_wait_for
 
 
 @pytest.mark.parametrize("base,instance,match", [
-    ("FROM ubuntu:20.04\nRUN apt-get install -y python3.9\n", "FROM x\n", "not a python:X.Y image"),
+    ("FROM golang:1.22\nRUN apt-get install -y git\n", "FROM x\n", "neither python:X.Y nor ubuntu:X"),
     ("FROM python:3.11-slim\nRUN wget -q https://dl.example.com/tool.zip\n", "FROM x\n", "downloads in 'RUN wget"),
     ("FROM python:3.11-slim\n", "FROM x\nRUN git submodule update --init\n", "runs 'RUN git submodule"),
     ("RUN true\n", "FROM x\n", "does not start with FROM"),
@@ -120,6 +120,22 @@ def test_python_311_starts_from_the_slim_stand_in_and_others_get_a_cpython_prefi
     assert env_layer(r39, "farmtest/calc", "localhost/root", "sha256:2", prefix).key != env.key
     assert env_layer(r39, "farmtest/calc", "localhost/root", "sha256:1",
                      PythonPrefix("3.9.19", Path("/p/3.9.19"))).key != env.key
+
+
+def test_an_ubuntu_base_is_the_debian_root_with_the_python_its_apt_line_names() -> None:
+    base = ("FROM 123.dkr.ecr.us-west-2.amazonaws.com/docker-hub/library/ubuntu:20.04\nRUN mkdir /app\n"
+            "RUN apt-get update && apt-get install -y git python3.9 python3.9-dev python3-pip "
+            "&& ln -sf /usr/bin/python3.9 /usr/bin/python3\n")
+    r = read_pro_recipe(IID, base, "FROM x\n")
+    assert (r.base_image, r.python, r.on_slim_311) == ("ubuntu:20.04", "3.9", False)
+    assert r.dropped_apt == ("python3.9", "python3.9-dev")
+    env = env_layer(r, "acme/app", "localhost/root", "sha256:1", PythonPrefix("3.9.18", Path("/p/3.9.18")))
+    # the recipe's own link to /usr/bin/python3.9 then finds the prefix's interpreter
+    assert "ln -sf /usr/local/bin/python3.9 /usr/bin/python3.9" in env.dockerfile
+    assert env.dockerfile.splitlines()[-1] == ("RUN apt-get update && apt-get install -y git python3-pip "
+                                               "&& ln -sf /usr/bin/python3.9 /usr/bin/python3")
+    # Ubuntu 20.04's own python3 where the apt line names no other
+    assert read_pro_recipe(IID, "FROM ubuntu:20.04\nRUN apt-get install -y python3 xvfb\n", "FROM x\n").python == "3.8"
 
 
 def test_the_instance_layer_is_the_published_name_with_its_recipe_and_differences() -> None:

@@ -63,7 +63,7 @@ async def ensure_pro_instance(binary: str, row: dict[str, Any], repos: str | Non
         recipe = read_pro_recipe(iid, base_df, inst_df)
         mirror = RepoMirror.at(repos)
         mirror.require_commit(row["repo"], row["base_commit"])
-        python = None if recipe.python == "3.11" else find_python(recipe.python, pythons)
+        python = None if recipe.on_slim_311 else find_python(recipe.python, pythons)
     except (ValueError, RuntimeError) as exc:  # ConfigError, MirrorError
         raise SandboxStartError(f"{iid}: {exc}", reason="image_build") from exc
     if python is not None and python.path is None:
@@ -75,7 +75,7 @@ async def ensure_pro_instance(binary: str, row: dict[str, Any], repos: str | Non
         how = "make images" if python is not None else "scripts/standin_images.py --only python:3.11-slim"
         raise SandboxStartError(f"{iid}: the SWE-bench Pro stand-in needs the image {root_ref} ({how} builds it)",
                                 reason="image_build")
-    base_desc = (f"python:{recipe.python} is the Debian bookworm root with CPython {python.version} in /usr/local"
+    base_desc = (f"{recipe.base_image} is the Debian bookworm root with CPython {python.version} in /usr/local"
                  if python is not None else f"python:3.11 is farm's Debian stand-in {SLIM_311} "
                  f"({root_facts.labels.get('io.farm.standin.differences', 'Debian python3')})")
     try:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from farm.errors import ConfigError
 from farm.sandbox.images.swebench.python import PythonPrefix
 from farm.sandbox.images.swebench.recipe import Layer, host_cas
+from farm.tasks.swebench_pro.recipes import read_recipe
 
 TAG_PREFIX = "localhost/farm-swebench-pro"
 RECIPE_LABEL = "io.farm.swebench_pro.recipe"
@@ -82,6 +83,12 @@ class ProRecipe:
     mapped_apt: tuple[str, ...] = ()  # "old->new"
     after_clone: list[str] = field(default_factory=list)  # base instructions that need the repository (submodules)
     substituted: tuple[str, ...] = ()  # what stands in for downloads from unreachable hosts
+    base_image: str = ""  # python:X.Y[-variant] or ubuntu:X, registry mirror prefix removed
+
+    @property
+    def on_slim_311(self) -> bool:
+        """Built on farm's stand-in of python:3.11-slim (else the Debian root and a CPython prefix)."""
+        return self.python == "3.11" and self.base_image.startswith("python:")
 
 
 def _instructions(text: str) -> list[str]:
@@ -114,12 +121,15 @@ def _instructions(text: str) -> list[str]:
     return out
 
 
-def _python_of(image: str, instance_id: str) -> str:
-    m = re.match(r"^(?:\S*/)?(?:library/)?python:(\d+\.\d+)", image)
-    if m is None:
-        raise ConfigError(f"{instance_id}: its base image {image!r} is not a python:X.Y image; farm's SWE-bench Pro "
-                          "stand-ins start from python:X.Y only (Ubuntu bases are not built yet)")
-    return m.group(1)
+def _python_of(base: str, instance_id: str) -> tuple[str, str]:
+    """(image, X.Y): the base image without Scale's registry mirror, and the Python its tests run
+    under (the image's, else the apt package's, else the Ubuntu release's default)."""
+    recipe = read_recipe(instance_id, base, "")
+    image = recipe.base_image.removeprefix("library/")
+    if recipe.python is None or not re.match(r"^(python|ubuntu):", image):
+        raise ConfigError(f"{instance_id}: its base image {image!r} is neither python:X.Y nor ubuntu:X with a Python; "
+                          "farm's SWE-bench Pro stand-ins start from those only")
+    return image, recipe.python
 
 
 def _apt_line(line: str) -> tuple[str, list[str], list[str]]:
@@ -153,7 +163,7 @@ def read_pro_recipe(instance_id: str, base: str, instance: str) -> ProRecipe:
     base_ins = _instructions(base)
     if not base_ins or not base_ins[0].startswith("FROM "):
         raise ConfigError(f"{instance_id}: its base Dockerfile does not start with FROM")
-    python = _python_of(base_ins[0].split()[1], instance_id)
+    image, python = _python_of(base, instance_id)
     env: list[str] = []
     dropped: list[str] = []
     mapped: list[str] = []
@@ -195,7 +205,7 @@ def read_pro_recipe(instance_id: str, base: str, instance: str) -> ProRecipe:
                               "Pro stand-in cannot serve yet")
         inst.append(ins)
     return ProRecipe(instance_id, python, env, inst, files, tuple(dropped), tuple(mapped), after_clone,
-                     tuple(substituted))
+                     tuple(substituted), image)
 
 
 def _stand_in_for(ins: str, host: str, substituted: list[str]) -> list[str]:
@@ -263,7 +273,9 @@ def env_layer(recipe: ProRecipe, repo: str, root: str, root_id: str, python: Pyt
             f"rm -f python python3 pip pip3 pip{python.minor} && "
             f"ln -s python{python.minor} python3 && ln -s python{python.minor} python && "
             f"printf '#!/bin/sh\\nexec {exe} -m pip \"$@\"\\n' > pip && chmod 755 pip && cp pip pip3 && "
-            f"cp pip pip{python.minor} && {exe} -c 'import ssl, sqlite3, ctypes'",
+            f"cp pip pip{python.minor} && {exe} -c 'import ssl, sqlite3, ctypes'"
+            # where an Ubuntu recipe finds its python3.X (`ln -sf /usr/bin/python3.9 /usr/bin/python3`)
+            + (f" && ln -sf {exe} /usr/bin/python{python.minor}" if python.minor != "3.11" else ""),
             f"ENV PYTHON_VERSION={python.version}",
         ]
     head += _CERT_ARGS
