@@ -36,6 +36,10 @@ def test_the_clone_goes_and_bookworm_names_come_in() -> None:
     assert apt == "RUN apt-get update && apt-get install -y git libxslt1-dev && rm -rf /var/lib/apt/lists/*"
     assert (r.dropped_apt, r.mapped_apt) == (("qt5-default",), ("libxslt-dev->libxslt1-dev",))
     assert r.env_lines[-1] == 'ENTRYPOINT ["/bin/bash"]'
+    # the date-pinned form of the environment checkout (qutebrowser's -vnan rows) goes the same way
+    dated = BASE_DOCKERFILE.replace("RUN git checkout {env}", 'RUN LATEST_COMMIT=$(git rev-list -n 1 '
+                                    '--before="2025-05-24" HEAD) && git reset --hard $LATEST_COMMIT')
+    assert "LATEST_COMMIT" in dated and _recipe(base=dated).env_lines == r.env_lines
 
 
 def test_heredocs_become_files_copied_in_and_everything_else_stays() -> None:

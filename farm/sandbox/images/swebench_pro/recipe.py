@@ -62,7 +62,9 @@ UNREACHABLE: dict[str, tuple[str, ...] | None] = {
     "chromedriver.storage.googleapis.com": None,
     "storage.googleapis.com/chrome-for-testing": None,
 }
-_CHECKOUT = re.compile(r"^RUN git checkout [0-9a-f]{40}$")
+# the environment commit: a checkout, or the clone reset to its last commit before a date
+_CHECKOUT = re.compile(r"^RUN (?:git checkout [0-9a-f]{40}|LATEST_COMMIT=\$\(git rev-list -n 1 --before=\S+ HEAD\) "
+                       r"&& git reset --hard \$LATEST_COMMIT)$")
 # the system store (which trusts a site TLS proxy's CA where there is one) for the build's own
 # downloads: pip's, the time machine's (httpx), npm's; build arguments, so not in the image's env
 _CERT_ARGS = [f"ARG {name}=/etc/ssl/certs/ca-certificates.crt"
