@@ -118,6 +118,11 @@ def test_python_311_starts_from_the_slim_stand_in_and_others_get_a_cpython_prefi
     assert "COPY python/ /usr/local/" in text and "ln -s python3.9 python3" in text
     assert "exec /usr/local/bin/python3.9 -m pip" in text  # bare `pip`, as build.sh calls it
     assert "ENV PYTHON_VERSION=3.9.18" in text
+    # the time machine a 3.9 installs no longer works: a working one on Debian's 3.11 answers build.sh
+    assert "pypi-timemachine==0.3.1" in text and "pypi-timemachine==" not in slim.dockerfile
+    inst = instance_layer(r39, env, BASE, "t", "x").dockerfile.splitlines()
+    assert "RUN PATH=/opt/farm/bin:$PATH /build.sh" in inst and "RUN /build.sh" not in inst
+    assert "RUN /build.sh" in instance_layer(r, slim, BASE, "t", "x").dockerfile.splitlines()
     # certificates are build arguments: the build's downloads trust them, the image's env does not carry them
     assert "ARG SSL_CERT_FILE=" in text and "ENV SSL_CERT_FILE" not in text
     # the key follows the inputs: another root image, another CPython, another layer

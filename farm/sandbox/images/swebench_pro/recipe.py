@@ -65,6 +65,9 @@ UNREACHABLE: dict[str, tuple[str, ...] | None] = {
 # the environment commit: a checkout, or the clone reset to its last commit before a date
 _CHECKOUT = re.compile(r"^RUN (?:git checkout [0-9a-f]{40}|LATEST_COMMIT=\$\(git rev-list -n 1 --before=\S+ HEAD\) "
                        r"&& git reset --hard \$LATEST_COMMIT)$")
+# the time machine that answers build.sh where the recipe's Python is older than 3.11 (ProRecipe.old_python)
+TIMEMACHINE = "0.3.1"
+_TM_VENV, _TM_BIN = "/opt/farm/timemachine", "/opt/farm/bin"
 # the system store (which trusts a site TLS proxy's CA where there is one) for the build's own
 # downloads: pip's, the time machine's (httpx), npm's; build arguments, so not in the image's env
 _CERT_ARGS = [f"ARG {name}=/etc/ssl/certs/ca-certificates.crt"
@@ -86,6 +89,11 @@ class ProRecipe:
     after_clone: list[str] = field(default_factory=list)  # base instructions that need the repository (submodules)
     substituted: tuple[str, ...] = ()  # what stands in for downloads from unreachable hosts
     base_image: str = ""  # python:X.Y[-variant] or ubuntu:X, registry mirror prefix removed
+
+    @property
+    def old_python(self) -> bool:
+        """Older than the oldest Python the working pypi-timemachine runs on (3.11)."""
+        return tuple(int(x) for x in self.python.split(".")) < (3, 11)
 
     @property
     def on_slim_311(self) -> bool:
@@ -251,6 +259,9 @@ def differences(recipe: ProRecipe, base_desc: str) -> str:
     if recipe.mapped_apt:
         parts.append("apt names mapped: " + ", ".join(recipe.mapped_apt))
     parts += list(recipe.substituted)
+    if recipe.old_python:
+        parts.append(f"build.sh's pypi-timemachine is {TIMEMACHINE} on Debian's Python 3.11 (the version Python "
+                     f"{recipe.python} installs no longer works against PyPI)")
     return "; ".join(parts)
 
 
@@ -281,6 +292,14 @@ def env_layer(recipe: ProRecipe, repo: str, root: str, root_id: str, python: Pyt
             f"ENV PYTHON_VERSION={python.version}",
         ]
     head += _CERT_ARGS
+    if recipe.old_python:
+        # the pypi-timemachine such a Python installs no longer works against PyPI (its file links
+        # 404): one that does, on Debian's own 3.11, is found first on the PATH build.sh runs with
+        head.append(
+            "RUN apt-get update && apt-get install -y --no-install-recommends python3.11 python3.11-venv "
+            f"&& rm -rf /var/lib/apt/lists/* && /usr/bin/python3.11 -m venv --copies {_TM_VENV} "
+            f"&& {_TM_VENV}/bin/pip install -q pypi-timemachine=={TIMEMACHINE} && mkdir -p {_TM_BIN} "
+            f"&& ln -s {_TM_VENV}/bin/pypi-timemachine {_TM_BIN}/pypi-timemachine")
     text = "\n".join([*head, *recipe.env_lines]) + "\n"
     key = _digest(text, root_id, python.version if python else "", *(k.encode() + v for k, v in sorted(cas.items())))
     name = repo.replace("/", "__").lower()
@@ -301,7 +320,8 @@ def instance_layer(recipe: ProRecipe, env: Layer, base_commit: str, tag: str, ba
         "WORKDIR /app",
         *(side or []),
         *recipe.after_clone,
-        *recipe.instance_lines,
+        *(f"RUN PATH={_TM_BIN}:$PATH {ln[4:]}" if recipe.old_python and ln == "RUN /build.sh" else ln
+          for ln in recipe.instance_lines),
         "LABEL io.farm.standin=true",
         f"LABEL io.farm.standin.differences={json.dumps(diff)}",
     ]) + "\n"
