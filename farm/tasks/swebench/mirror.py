@@ -156,3 +156,48 @@ class RepoMirror:
             if res.returncode != 0:
                 raise MirrorError(f"checking out {repo}@{commit} from {git_dir} failed at {' '.join(cmd[:4])}: "
                                   f"{res.stderr.decode(errors='replace')[-400:]}")
+
+    def missing_blobs(self, repo: str, commit: str) -> list[str]:
+        """The paths of ``commit``'s tree whose content the mirror lacks (a snapshot that left its
+        largest files out); empty for a whole mirror."""
+        git_dir = self.require_commit(repo, commit)
+        tree = _git(git_dir, "ls-tree", "-r", commit).stdout.decode(errors="replace").splitlines()
+        blobs = [(ln.split(None, 3)[2], ln.split("\t", 1)[1]) for ln in tree if ln.split(None, 2)[1:2] == ["blob"]]
+        res = subprocess.run(["git", f"--git-dir={git_dir}", "cat-file", "--batch-check"], capture_output=True,
+                             input="\n".join(sha for sha, _ in blobs).encode(), timeout=600)
+        return [path for (_, path), line in zip(blobs, res.stdout.decode().splitlines()) if line.endswith(" missing")]
+
+    def checkout_without(self, repo: str, commit: str, dest: Path, missing: list[str]) -> None:
+        """:meth:`checkout` for a mirror that lacks the content of ``missing`` (paths of ``commit``):
+        the same one-commit clone, its objects copied but those, and ``missing`` left out of the work
+        tree by a sparse checkout, so that git's own commands (reset, clean, checkout, diff) never
+        need them. The paths stay in the commit; only their content is absent.
+
+        Raises:
+            MirrorError: a tree, not only file content, is missing, or git fails.
+        """
+        git_dir = self.require_commit(repo, commit)
+        listed = _git(git_dir, "rev-list", "--objects", "--missing=print", "--no-walk", commit).stdout.decode()
+        objects = [ln.split()[0] for ln in listed.splitlines() if ln and not ln.startswith("?")]
+        dest.mkdir(parents=True, exist_ok=True)
+        pack = subprocess.run(["git", f"--git-dir={git_dir}", "pack-objects", "--stdout"], capture_output=True,
+                              input="\n".join(objects).encode(), timeout=1800)
+        steps: list[tuple[list[str], bytes | None]] = [
+            (["git", "init", "--quiet", "-b", "main", str(dest)], None),
+            (["git", "-C", str(dest), "index-pack", "--stdin"], pack.stdout),
+            (["git", "-C", str(dest), "update-ref", "refs/heads/main", commit], None),
+            (["git", "-C", str(dest), "config", "core.sparseCheckout", "true"], None),
+        ]
+        for cmd, data in steps:
+            res = subprocess.run(cmd, capture_output=True, input=data, timeout=1800)
+            if res.returncode != 0 or pack.returncode != 0:
+                raise MirrorError(f"checking out {repo}@{commit} without {missing} failed at {' '.join(cmd[:4])}: "
+                                  f"{(res.stderr or pack.stderr).decode(errors='replace')[-400:]}")
+        (dest / ".git" / "shallow").write_text(commit + "\n")
+        (dest / ".git" / "info").mkdir(exist_ok=True)
+        (dest / ".git" / "info" / "sparse-checkout").write_text("/*\n" + "".join(f"!/{p}\n" for p in missing))
+        res = subprocess.run(["git", "-C", str(dest), "read-tree", "-mu", "HEAD"], capture_output=True, timeout=1800)
+        if res.returncode != 0:
+            raise MirrorError(f"checking out {repo}@{commit} without {missing} failed: "
+                              f"{res.stderr.decode(errors='replace')[-400:]} (a tree, not only file content, may be "
+                              "missing from the mirror)")

@@ -80,17 +80,25 @@ async def ensure_pro_instance(binary: str, row: dict[str, Any], repos: str | Non
                  f"({root_facts.labels.get('io.farm.standin.differences', 'Debian python3')})")
     try:
         side = side_repos(mirror, row["repo"], row["base_commit"])
+        # a mirror that lacks some file content (a snapshot leaves its largest files out) still
+        # serves the commit, those files left out of the work tree; the image says which
+        missing = mirror.missing_blobs(row["repo"], row["base_commit"])
     except (ValueError, RuntimeError) as exc:
         raise SandboxStartError(f"{iid}: {exc}", reason="image_build") from exc
+    notes = side.notes + ([f"content absent from the repository mirror, left out of the work tree (sparse "
+                           f"checkout): {', '.join(missing)}"] if missing else [])
     env = env_layer(recipe, row["repo"], root_ref, root_facts.image_id, python)
-    inst = instance_layer(recipe, env, row["base_commit"], tag, base_desc, side.lines(), side.notes)
+    inst = instance_layer(recipe, env, row["base_commit"], tag, base_desc, side.lines(), notes)
 
     def stage_env(ctx: Path) -> None:
         if python is not None:
             stage_python(python, ctx / "python")
 
     def stage_instance(ctx: Path) -> None:
-        mirror.checkout(row["repo"], row["base_commit"], ctx / "app")
+        if missing:
+            mirror.checkout_without(row["repo"], row["base_commit"], ctx / "app", missing)
+        else:
+            mirror.checkout(row["repo"], row["base_commit"], ctx / "app")
         shutil.rmtree(ctx / "app" / ".git" / "hooks", ignore_errors=True)
         side.stage(mirror, ctx)
 
