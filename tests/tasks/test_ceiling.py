@@ -47,12 +47,17 @@ def test_published_swebench_ceilings_are_the_harbor_counts():
     assert len(lock) == 500 and set(ver.tasks) <= lock
     pro = load_ceiling("swebench_pro").ceiling()
     assert (pro.achievable, pro.tasks, pro.by_status) == (707, 731, {"invalid_gold": 15, "timeout": 9, "pass": 707})
+    ours = ("farm-swebench-gold", "farm-swebench-pro-gold")
     for cf in (ver, load_ceiling("swebench_pro")):
-        (prov,) = [p for pid, p in cf.provenance.items() if not pid.startswith("farm-swebench-gold")]
+        (prov,) = [p for pid, p in cf.provenance.items() if not pid.startswith(ours)]
         assert prov["kind"] == "published" and re.fullmatch(r"[0-9a-f]{40}", prov["commit"]) and prov["repo"]
-    for pid, gold in ver.provenance.items():  # farm's own gold runs: a measurement, machine and images
-        if pid.startswith("farm-swebench-gold"):
-            assert gold["kind"] == "measured" and "stand-in" in gold["images"] and gold["machine"]
+        for pid, gold in cf.provenance.items():  # farm's own gold runs: a measurement, machine and images
+            if pid.startswith(ours):
+                assert gold["kind"] == "measured" and "stand-in" in gold["images"] and gold["machine"]
+    # `make swebench-pro-gold`'s valid instances: measured passes, none of them one Harbor lists as failing
+    pro_measured = {t: s.status for t, s in load_ceiling("swebench_pro").tasks.items()
+                    if s.provenance.startswith("farm-swebench-pro-gold")}
+    assert set(pro_measured.values()) == {"pass"} and all(t.startswith("instance_") for t in pro_measured)
 
 
 def _docs_tb2_resolved() -> dict[str, bool]:
