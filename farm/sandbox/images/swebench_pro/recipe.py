@@ -8,8 +8,9 @@ both texts and runs them here with these differences, all recorded on the image
 (``io.farm.standin.differences``):
 
 * ``python:3.11*`` is farm's Debian stand-in of ``python:3.11-slim`` (scripts/standin_images.py);
-  another ``python:X.Y`` is the Debian bookworm root (``make images``) with a CPython X.Y prefix
-  (``benchmark.pythons``) copied to ``/usr/local`` as the official images lay it out;
+  another ``python:X.Y`` (or ``ubuntu:X``, with the Python its apt line names) is the Debian
+  bookworm root (``make images``) with a CPython X.Y prefix (``benchmark.pythons``) copied to
+  ``/usr/local`` as the official images lay it out;
 * the environment layer drops the ``git clone`` / ``git checkout`` lines: the instance layer
   brings the repository from the local mirror as a one-commit clone of the base commit, so no
   later commit (the fix) is in the image, where upstream's full clone carries it; grading makes
@@ -17,8 +18,11 @@ both texts and runs them here with these differences, all recorded on the image
 * the ``RUN cat <<EOF > /file`` heredocs become files copied in (podman 4's builder has no
   heredocs); ``build.sh`` runs unchanged, ``pypi-timemachine`` included, so its pip resolves as of
   the recipe's date; the two installs before the time machine starts resolve as of the build, as
-  upstream's did as of theirs;
-* apt names bookworm lacks are dropped or mapped (:data:`APT_SUBSTITUTES`).
+  upstream's did as of theirs; below Python 3.11 a working time machine answers instead
+  (:data:`TIMEMACHINE`);
+* apt names bookworm lacks are dropped or mapped (:data:`APT_SUBSTITUTES`); downloads from hosts
+  this machine cannot reach get Debian's own or go (:data:`UNREACHABLE`); other GitHub
+  repositories the build fetches come from mirrors (farm/sandbox/images/swebench_pro/side.py).
 """
 
 from __future__ import annotations
