@@ -46,6 +46,8 @@ RUN git checkout {env}
 ENTRYPOINT ["/bin/bash"]
 """
 
+# build.sh as the published ones write it, but that it waits for the time machine to listen where they
+# sleep 3 s and hope (on a loaded CI machine its start can take longer)
 INSTANCE_DOCKERFILE = """\
 FROM base_farmtest__calc___2024-03-15.{env}
 
@@ -68,6 +70,8 @@ pip install pypi-timemachine
 pypi-timemachine {as_of} --port 9876 &
 pip config set global.index-url http://127.0.0.1:9876/
 sleep 3
+for i in 1 2 3 4 5 6 7 8 9 10; do python -c "import socket; socket.create_connection(('127.0.0.1', 9876), 2)" \\
+  2>/dev/null && break; sleep 2; done
 cd /app
 set -e
 pip install pytest
