@@ -98,30 +98,32 @@ json.dump({"tests": tests}, open(sys.argv[3], "w"))
 """
 
 
-def _git(repo: Path, *args: str) -> str:
+def git(repo: Path, *args: str) -> str:
+    """``git -C repo ARGS`` with a fixed author and date; its stdout."""
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
                           env={**os.environ, **_ENV}).stdout
 
 
-def _commit(repo: Path, files: dict[str, str], message: str) -> str:
+def commit(repo: Path, files: dict[str, str], message: str) -> str:
+    """Write ``files`` into ``repo`` and commit them; the new commit's id."""
     for rel, text in files.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", message)
-    return _git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", message)
+    return git(repo, "rev-parse", "HEAD").strip()
 
 
 def make_pro_instance(tmp: Path) -> tuple[dict[str, Any], Path, Path]:
     """The repository, its bare mirror (``<owner>+<name>``) and a scripts folder under ``tmp``, and
     the row; returns (row, mirror directory, scripts directory)."""
     repo = tmp / "calc"
-    _git(tmp, "init", "-q", "-b", "main", str(repo))
-    env = _commit(repo, {"calc.py": BUGGY, ".gitignore": "__pycache__/\n", "tests/test_calc.py": TESTS}, "env")
-    base = _commit(repo, {"README": "calc\n"}, "base")
-    fix = _commit(repo, {"calc.py": FIXED, "tests/test_calc.py": TESTS_FIX}, "fix")
-    patch = _git(repo, "diff", base, fix, "--", "calc.py")
-    test_patch = _git(repo, "diff", base, fix, "--", "tests")
+    git(tmp, "init", "-q", "-b", "main", str(repo))
+    env = commit(repo, {"calc.py": BUGGY, ".gitignore": "__pycache__/\n", "tests/test_calc.py": TESTS}, "env")
+    base = commit(repo, {"README": "calc\n"}, "base")
+    fix = commit(repo, {"calc.py": FIXED, "tests/test_calc.py": TESTS_FIX}, "fix")
+    patch = git(repo, "diff", base, fix, "--", "calc.py")
+    test_patch = git(repo, "diff", base, fix, "--", "tests")
     mirror = tmp / "mirror"
     mirror.mkdir()
     subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(mirror / "farmtest+calc")], check=True)

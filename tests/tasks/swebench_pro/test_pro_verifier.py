@@ -24,6 +24,9 @@ from farm.grade.harbor import run_harbor_verifier
 from farm.sandbox.base import ExecResult, StatResult
 from farm.tasks.benchmark import load_benchmark_report
 from farm.tasks.model import Task
+from tests.support.swebench_pro_instance import PARSER
+from tests.support.swebench_pro_instance import commit as _commit
+from tests.support.swebench_pro_instance import git as _git
 from tests.tasks.swebench_pro.test_pro_rows import raw_row
 
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
@@ -39,29 +42,6 @@ for f in "${TEST_FILES[@]}"; do
   python -m pytest "$f" -v --tb=short -p no:cacheprovider || true
 done
 """
-PARSER = """import json, re, sys
-out = open(sys.argv[1]).read() + open(sys.argv[2]).read()
-tests = [{"name": m.group(1), "status": m.group(2)}
-         for m in re.finditer(r"^(\\S+::\\S+) (PASSED|FAILED|SKIPPED|ERROR)", out, re.M)]
-json.dump({"tests": tests}, open(sys.argv[3], "w"))
-"""
-
-
-def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@x"}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
-
-
-def _commit(repo: Path, files: Mapping[str, str], message: str) -> str:
-    for rel, text in files.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", message)
-    return _git(repo, "rev-parse", "HEAD").strip()
-
-
 class _HostSandbox:
     """The sandbox's /app, /tests and /logs/verifier as folders of ``root``; scripts run with bash."""
 
